@@ -1,0 +1,154 @@
+"""Every configuration option of the package, and ``list_opts``.
+
+The options live in two groups so that, loaded into nova-compute's own
+configuration object, they cannot collide with nova's:
+
+* ``[nova_pinning]``: binding guests (policy, libvirt, reconciler, hooks);
+* ``[nova_pinning_isolation]``: keeping host processes off guest CPUs.
+
+Nothing here reads a file or touches the host; ``register_opts`` is
+idempotent so both the CLI and the nova plugin can call it.
+"""
+
+from oslo_config import cfg
+
+PINNING_GROUP = 'nova_pinning'
+ISOLATION_GROUP = 'nova_pinning_isolation'
+
+DEFAULT_STATE_DIR = '/var/lib/nova-pinning-hooks'
+
+pinning_group = cfg.OptGroup(
+    PINNING_GROUP, title='vCPU binding',
+    help='How nova-pinning-hooks binds the vCPUs of the live guests of '
+         'this compute node to host CPUs.')
+
+isolation_group = cfg.OptGroup(
+    ISOLATION_GROUP, title='Host process isolation',
+    help='How nova-pinning-isolate keeps host processes on the reserved '
+         'host CPUs, off the guests\' CPUs.')
+
+pinning_opts = [
+    cfg.BoolOpt('enabled', default=True,
+                help='Master switch. When false, hooks and periodic passes '
+                     'do nothing and no guest is touched.'),
+    cfg.StrOpt('connection_uri', default='qemu:///system',
+               help='libvirt connection URI of the local hypervisor.'),
+    cfg.StrOpt('reserved_cpus',
+               help='Host CPUs kept for the host (libvirt CPU set syntax, '
+                    'for example "0-1"). They never carry guest vCPUs, '
+                    'and nova-pinning-isolate confines host processes to '
+                    'them. Unset: no CPU is reserved.'),
+    cfg.StrOpt('overcommit_file',
+               default=DEFAULT_STATE_DIR + '/overcommit.json',
+               help='File in which the nova plugin records, at '
+                    'nova-compute start, the effective CPU allocation '
+                    'ratio and nova\'s CPU sets. Every pass reads it; a '
+                    'missing or corrupt file means no pass.'),
+    cfg.FloatOpt('allocation_ratio', min=0.0,
+                 help='Use this CPU allocation ratio instead of the one in '
+                      'overcommit_file (for hosts without the nova plugin, '
+                      'and for tests). Must be > 0.'),
+    cfg.StrOpt('lock_path', default=DEFAULT_STATE_DIR,
+               help='Directory of the inter-process lock that serialises '
+                    'rebinding passes on this host.'),
+    cfg.StrOpt('foreign_domains', default='manage',
+               choices=[('manage', 'bind them like nova guests'),
+                        ('ignore', 'leave their pins alone; they keep '
+                                   'running wherever they run now')],
+               help='What to do with live domains that nova did not '
+                    'create (no nova metadata in their XML).'),
+    cfg.BoolOpt('set_home_node', default=False,
+                help='Give a guest whose memory is not placed yet (numad '
+                     'not running) a home node by setting its memory '
+                     'policy through libvirt (strict nodeset). Off: only '
+                     'vCPUs are pinned; the kernel then tends to allocate '
+                     'new memory near them.'),
+    cfg.FloatOpt('home_node_min_fraction', default=0.9, min=0.5, max=1.0,
+                 help='A guest whose memory lies on one NUMA node for at '
+                      'least this fraction has that node as its home '
+                      'node; otherwise it is a cross-node guest.'),
+    cfg.IntOpt('busy_retries', default=3, min=0,
+               help='How many times a pin call is retried when libvirt '
+                    'says the domain is busy in another job.'),
+    cfg.FloatOpt('busy_retry_delay', default=0.5, min=0.0,
+                 help='Seconds between those retries.'),
+    cfg.FloatOpt('coalesce_delay', default=0.2, min=0.0,
+                 help='Seconds a pass waits after the first request so '
+                      'that a burst of requests (parallel boots) is '
+                      'served by one pass.'),
+    cfg.IntOpt('periodic_interval', default=60, min=0,
+               help='Seconds between safety-net passes inside '
+                    'nova-compute, catching changes no hook saw. 0 turns '
+                    'them off.'),
+    cfg.StrOpt('hook_name', default='bind_numa_affinity',
+               help='Name of the nova hook run around the wrapped compute '
+                    'manager methods (entry point namespace nova.hooks).'),
+    cfg.ListOpt('hooked_methods',
+                default=[
+                    'build_and_run_instance', 'terminate_instance',
+                    'stop_instance', 'start_instance', 'reboot_instance',
+                    'rebuild_instance', 'soft_delete_instance',
+                    'restore_instance', 'rescue_instance',
+                    'unrescue_instance', 'resize_instance', 'finish_resize',
+                    'revert_resize', 'finish_revert_resize',
+                    '_post_live_migration',
+                    'post_live_migration_at_destination',
+                    'rollback_live_migration_at_destination',
+                    'shelve_instance', 'shelve_offload_instance',
+                    'unshelve_instance', 'suspend_instance',
+                    'resume_instance', 'pause_instance', 'unpause_instance',
+                ],
+                help='nova.compute.manager.ComputeManager methods after '
+                     'which the guests are re-bound. Methods a nova '
+                     'release lacks are skipped with a log line.'),
+]
+
+isolation_opts = [
+    cfg.StrOpt('cgroup_mode', default='auto',
+               choices=[('auto', 'systemd with cgroup v2 if pid 1 is '
+                                 'systemd on a unified hierarchy, else v1'),
+                        ('systemd', 'AllowedCPUs= on slices'),
+                        ('v1', 'a cgroup v1 cpuset group')],
+               help='How host processes are confined.'),
+    cfg.StrOpt('cgroup_root', default='/sys/fs/cgroup',
+               help='Where the cgroup hierarchies are mounted.'),
+    cfg.StrOpt('group_name', default='nova-pinning-host',
+               help='Name of the cgroup v1 group that holds host '
+                    'processes.'),
+    cfg.IntOpt('memory_limit_mib', min=0,
+               help='cgroup v1 only: memory limit of the host group in '
+                    'MiB. Unset: no limit.'),
+    cfg.ListOpt('exclude_process_names',
+                default=['ovs-vswitchd', 'ovsdb-server', 'qemu-kvm',
+                         'qemu-system-x86_64', 'qemu-system-aarch64'],
+                help='Processes (by command name) never moved: Open '
+                     'vSwitch has its own isolation and guests run on the '
+                     'guest pool.'),
+    cfg.ListOpt('pidfile_dirs', default=['/run', '/var/run'],
+                help='Directories watched with inotify for daemons\' pid '
+                     'files, to follow daemon restarts.'),
+    cfg.IntOpt('sweep_interval', default=30, min=1,
+               help='Seconds between sweeps of /proc that catch processes '
+                    'keeping no pid file.'),
+    cfg.ListOpt('slices', default=['system.slice', 'user.slice',
+                                   'init.scope'],
+                help='systemd units confined with AllowedCPUs=; '
+                     'machine.slice (the guests) is never in this list.'),
+    cfg.StrOpt('state_file', default=DEFAULT_STATE_DIR + '/isolation.json',
+               help='Where the agent records what it changed, so that '
+                    '"undo" can restore it.'),
+]
+
+
+def register_opts(conf):
+    """Register every option on ``conf``; safe to call more than once."""
+    conf.register_group(pinning_group)
+    conf.register_opts(pinning_opts, group=pinning_group)
+    conf.register_group(isolation_group)
+    conf.register_opts(isolation_opts, group=isolation_group)
+
+
+def list_opts():
+    """The oslo-config-generator entry point."""
+    return [(pinning_group, pinning_opts),
+            (isolation_group, isolation_opts)]

@@ -1,0 +1,94 @@
+"""One-to-one assignment of vCPUs to the pCPUs of one NUMA node.
+
+``assign_node`` is called only when the node's guests fit (V_n <= |P_n|),
+so every vCPU gets a pCPU of its own.
+
+Invariants of the result:
+
+* every pCPU is in the node's pool and serves exactly one vCPU;
+* sticky: a vCPU whose current pin is a single pCPU of the pool, not
+  claimed by a guest earlier in uuid order, keeps it;
+* whole cores before half cores: a guest's new pCPUs are taken first from
+  cores where it already runs, then as whole free cores, and only the
+  remainder from partly used cores (best fit) before a whole core is
+  broken; the vCPUs that share a core are numbered next to each other;
+* deterministic: guests are served in a fixed order (most new vCPUs
+  first, then uuid), cores in order of their lowest CPU id.
+
+Compared to Kubernetes' ``takeByTopology`` (sockets, then cores, then
+threads, for one container at a time), this keeps existing pins (a
+container's CPUs never move there either, but here a guest that grew only
+gets the difference) and fills half-used cores before breaking new ones.
+"""
+
+
+def assign_node(host, pool, guests):
+    """Map each guest's vCPUs to single pCPUs of ``pool`` (one node).
+
+    Returns ``{uuid: {vcpu: cpu}}``. Raises ValueError if the vCPUs do not
+    fit, which the policy never lets happen.
+    """
+    need = sum(g.vcpu_count for g in guests)
+    if need > len(pool):
+        raise ValueError('%d vCPUs do not fit %d pCPUs' % (need, len(pool)))
+    taken = set()
+    result = {}
+    for guest in sorted(guests, key=lambda g: g.uuid):
+        kept = {}
+        for vcpu in guest.vcpus:
+            pin = guest.vcpu_pin(vcpu)
+            if pin is not None and len(pin) == 1:
+                cpu = next(iter(pin))
+                if cpu in pool and cpu not in taken:
+                    kept[vcpu] = cpu
+                    taken.add(cpu)
+        result[guest.uuid] = kept
+    cores = [c & pool for c in host.cores(pool)]
+    order = sorted(guests, key=lambda g: (len(result[g.uuid]) -
+                                          g.vcpu_count, g.uuid))
+    for guest in order:
+        kept = result[guest.uuid]
+        missing = [v for v in guest.vcpus if v not in kept]
+        if not missing:
+            continue
+        picked = _take(len(missing), cores, taken,
+                       own=set(kept.values()), core_of=host.core_of)
+        taken.update(picked)
+        kept.update(zip(missing, picked))
+    return result
+
+
+def _take(count, cores, taken, own, core_of):
+    """Pick ``count`` free pCPUs, in core order, whole cores first."""
+    picked = []
+
+    def free(core):
+        return sorted(core - taken - set(picked))
+
+    # 1. Free siblings of the pCPUs the guest already holds.
+    own_cores = {core_of[c] for c in own}
+    for core in cores:
+        if core_of[min(core)] in own_cores:
+            picked.extend(free(core)[:count - len(picked)])
+    # 2. Whole free cores, while a whole core is still wanted.
+    for core in cores:
+        rest = count - len(picked)
+        if rest <= 0:
+            break
+        avail = free(core)
+        if len(avail) == len(core) and len(core) <= rest:
+            picked.extend(avail)
+    # 3. The remainder: best fit, partly used cores before whole ones.
+    while len(picked) < count:
+        rest = count - len(picked)
+        candidates = [(core, free(core)) for core in cores]
+        candidates = [(c, a) for c, a in candidates if a]
+        fitting = [(c, a) for c, a in candidates if len(a) >= rest]
+        if fitting:
+            core, avail = min(fitting, key=lambda ca: (
+                len(ca[1]) == len(ca[0]), len(ca[1]), min(ca[0])))
+        else:
+            core, avail = max(candidates, key=lambda ca: (
+                len(ca[1]), -min(ca[0])))
+        picked.extend(avail[:rest])
+    return picked

@@ -1,0 +1,140 @@
+"""``nova-pinning``: plan offline, or look at and re-bind the live host.
+
+Sub-commands (the interface of ``plan`` is fixed; fields may be added):
+
+* ``plan --snapshot FILE [--format table|json]``: plan a saved snapshot;
+* ``snapshot [--connection URI]``: the live host as a snapshot;
+* ``status [--connection URI] [--format table|json]``: the live host, its
+  plan and whether the live pins match it;
+* ``rebind [--connection URI] [--dry-run]``: one reconciler pass.
+
+Exit status: 0 done, 1 a pass failed, 2 bad input or configuration (one
+message on stderr, nothing printed on stdout, nothing changed).
+"""
+
+import json
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import plan as plan_mod
+from nova_pinning_hooks import policy
+from nova_pinning_hooks import render
+from nova_pinning_hooks import snapshot as snapshot_mod
+
+LOG = logging.getLogger(__name__)
+PROG = 'nova-pinning'
+
+
+class UsageError(Exception):
+    """Bad input: reported in one line, exit status 2."""
+
+
+def _add_parsers(subparsers):
+    p = subparsers.add_parser('plan', help='plan a saved host snapshot')
+    p.add_argument('--snapshot', required=True, metavar='FILE',
+                   help='snapshot JSON file ("-" for standard input)')
+    p.add_argument('--format', choices=('table', 'json'), default='table')
+    p.set_defaults(func=cmd_plan)
+    for name, func, helptext in _LIVE_COMMANDS:
+        sp = subparsers.add_parser(name, help=helptext)
+        sp.add_argument('--connection', metavar='URI',
+                        help='libvirt URI (default: [nova_pinning] '
+                             'connection_uri)')
+        if name == 'status':
+            sp.add_argument('--format', choices=('table', 'json'),
+                            default='table')
+        if name == 'rebind':
+            sp.add_argument('--dry-run', action='store_true',
+                            help='plan and print the changes, write none')
+        sp.set_defaults(func=func)
+
+
+def read_snapshot_file(path):
+    try:
+        if path == '-':
+            return sys.stdin.read()
+        with open(path, encoding='utf-8') as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError('cannot read snapshot %s: %s'
+                         % (path, exc.strerror or exc)) from None
+
+
+def policy_overrides(conf):
+    group = conf.nova_pinning
+    return {'foreign_domains': group.foreign_domains,
+            'home_node_min_fraction': group.home_node_min_fraction,
+            'set_home_node': group.set_home_node}
+
+
+def plan_snapshot(text, conf):
+    """Snapshot text -> (snapshot, plan, changes); UsageError if bad."""
+    try:
+        snap = snapshot_mod.loads(text, **policy_overrides(conf))
+        p = policy.make_plan(snap.host, snap.guests, snap.options)
+    except (snapshot_mod.SnapshotError, policy.PolicyError) as exc:
+        raise UsageError('bad snapshot: %s' % exc) from None
+    return snap, p, plan_mod.changes(p, snap.guests)
+
+
+def cmd_plan(conf):
+    args = conf.command
+    snap, p, change_list = plan_snapshot(read_snapshot_file(args.snapshot),
+                                         conf)
+    if args.format == 'json':
+        return json.dumps(plan_mod.to_json(p, change_list), indent=1) + '\n'
+    return render.plan_table(p, snap.host, snap.guests, change_list,
+                             title='plan of %s' % args.snapshot)
+
+
+def _live(name):
+    def run(conf):
+        from nova_pinning_hooks.cmd import live
+        return getattr(live, name)(conf)
+    return run
+
+
+_LIVE_COMMANDS = (
+    ('snapshot', _live('cmd_snapshot'), 'print the live host as a snapshot'),
+    ('status', _live('cmd_status'),
+     'show the live host, its plan and whether the pins match'),
+    ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
+)
+
+
+def parse_args(argv, conf=None):
+    conf = conf or cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    logging.register_options(conf)
+    conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers,
+                                            title='commands'))
+    conf(argv, project='nova-pinning-hooks', prog=PROG)
+    return conf
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        conf = parse_args(argv)
+    except cfg.Error as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+        return 2
+    logging.setup(conf, PROG)
+    try:
+        output = conf.command.func(conf)
+    except UsageError as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+        return 2
+    if isinstance(output, tuple):
+        output, status = output
+    else:
+        status = 0
+    sys.stdout.write(output)
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())

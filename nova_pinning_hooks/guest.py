@@ -1,0 +1,153 @@
+"""Guests, read from libvirt domain XML (the live XML).
+
+Pure: the input is the XML text plus facts from outside it (whether the
+domain runs, where its memory lies); the output is a frozen ``Guest``.
+
+Invariants:
+
+* ``vcpus`` are the online vCPU ids only: a hot-unplugged vCPU has no
+  thread and cannot be pinned live.
+* A pin of ``None`` means "not pinned" (the vCPU may run on every host CPU);
+  an explicit ``<vcpupin>`` wins over ``<vcpu cpuset=...>``.
+* ``nova_placed`` depends only on the guest having an instance NUMA
+  topology (``<cpu><numa>`` cells), never on ``<cputune>``: our own
+  one-to-one pins must not make a guest look nova-placed.
+"""
+
+import dataclasses
+import xml.etree.ElementTree as ET  # noqa: S405 - trusted or validated input
+
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import topology
+
+NOVA_NS_PREFIX = '{http://openstack.org/xmlns/libvirt/nova/'
+
+
+class GuestError(ValueError):
+    """Domain XML that cannot be understood."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Guest:
+    uuid: str
+    name: str
+    active: bool
+    vcpus: tuple  # online vCPU ids, ascending
+    vcpu_pins: dict  # vCPU id -> frozenset (explicit <vcpupin>)
+    default_cpuset: object  # frozenset from <vcpu cpuset=...>, or None
+    emulator_pin: object  # frozenset or None
+    iothread_pins: dict  # iothread id -> frozenset or None
+    numa_mode: object  # <numatune><memory mode=...>, or None
+    numa_nodeset: object  # frozenset of node ids, or None
+    memory_kib: int
+    nova: bool  # created by nova (nova metadata present)
+    nova_placed: bool  # nova placed it itself (instance NUMA topology)
+    memory_by_node_kib: dict  # node id -> KiB; {} when unknown
+
+    def vcpu_pin(self, vcpu):
+        """The pin in force for one vCPU (None: unpinned)."""
+        return self.vcpu_pins.get(vcpu, self.default_cpuset)
+
+    @property
+    def vcpu_count(self):
+        return len(self.vcpus)
+
+    def exclusive_cpus(self):
+        """CPUs this guest holds alone: its single-CPU vCPU pins.
+
+        Used for nova-placed guests: nova's dedicated vCPUs are pinned one
+        pCPU each, while its shared-policy NUMA guests float over ranges
+        that stay in the pool.
+        """
+        return frozenset(min(p) for v, p in self.vcpu_pins.items()
+                         if v in self.vcpus and len(p) == 1)
+
+    @classmethod
+    def from_xml(cls, xml_text, active=True, memory_by_node_kib=None):
+        try:
+            root = ET.fromstring(xml_text)  # noqa: S314
+        except ET.ParseError as exc:
+            raise GuestError('domain XML is malformed: %s' % exc) from None
+        except TypeError:
+            raise GuestError('domain XML must be text') from None
+        if root.tag != 'domain':
+            raise GuestError('expected <domain>, got <%s>' % root.tag)
+        name = (root.findtext('name') or '').strip()
+        uuid = (root.findtext('uuid') or '').strip()
+        if not name or not uuid:
+            raise GuestError('domain XML without <name> or <uuid>')
+        try:
+            return cls(uuid=uuid, name=name, active=bool(active),
+                       **_parse_body(root),
+                       memory_by_node_kib=_memory_map(memory_by_node_kib))
+        except (cpuset.CpusetError, ValueError) as exc:
+            raise GuestError('domain %s: %s' % (name, exc)) from None
+
+
+def _parse_body(root):
+    vcpu = root.find('vcpu')
+    if vcpu is None or not (vcpu.text or '').strip().isdigit():
+        raise ValueError('no <vcpu> count')
+    maximum = int(vcpu.text)
+    current = int(vcpu.get('current', maximum))
+    listed = root.findall('./vcpus/vcpu')
+    if listed:
+        online = tuple(sorted(int(v.get('id')) for v in listed
+                              if v.get('enabled', 'yes') == 'yes'))
+    else:
+        online = tuple(range(current))
+    default = vcpu.get('cpuset')
+    cputune = root.find('cputune')
+    vcpu_pins, emulator, io_pins = {}, None, {}
+    if cputune is not None:
+        for pin in cputune.findall('vcpupin'):
+            vcpu_pins[int(pin.get('vcpu'))] = cpuset.parse(pin.get('cpuset'))
+        epin = cputune.find('emulatorpin')
+        if epin is not None:
+            emulator = cpuset.parse(epin.get('cpuset'))
+        for pin in cputune.findall('iothreadpin'):
+            io_pins[int(pin.get('iothread'))] = cpuset.parse(
+                pin.get('cpuset'))
+    for thread in _iothread_ids(root):
+        io_pins.setdefault(thread, None)
+    numa_mode = numa_nodeset = None
+    mem = root.find('./numatune/memory')
+    if mem is not None:
+        numa_mode = mem.get('mode', 'strict')
+        if mem.get('nodeset'):
+            numa_nodeset = cpuset.parse(mem.get('nodeset'))
+    memory = root.find('memory')
+    memory_kib = 0
+    if memory is not None and (memory.text or '').strip().isdigit():
+        memory_kib = topology.memory_to_kib(int(memory.text),
+                                            memory.get('unit'))
+    metadata = root.find('metadata')
+    nova = metadata is not None and any(
+        child.tag.startswith(NOVA_NS_PREFIX) for child in metadata)
+    return dict(vcpus=online, vcpu_pins=vcpu_pins,
+                default_cpuset=cpuset.parse(default) if default else None,
+                emulator_pin=emulator, iothread_pins=io_pins,
+                numa_mode=numa_mode, numa_nodeset=numa_nodeset,
+                memory_kib=memory_kib, nova=nova,
+                nova_placed=root.find('./cpu/numa/cell') is not None)
+
+
+def _iothread_ids(root):
+    ids = [int(t.get('id')) for t in root.findall('./iothreadids/iothread')]
+    if ids:
+        return ids
+    count = (root.findtext('iothreads') or '').strip()
+    return list(range(1, int(count) + 1)) if count.isdigit() else []
+
+
+def _memory_map(raw):
+    if not raw:
+        return {}
+    result = {}
+    for node, kib in raw.items():
+        node_id, amount = int(node), int(kib)
+        if node_id < 0 or amount < 0:
+            raise GuestError('negative node or memory in memory_by_node_kib')
+        if amount:
+            result[node_id] = amount
+    return result

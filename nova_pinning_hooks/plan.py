@@ -1,0 +1,126 @@
+"""The plan of a pass, and its diff against the pins in force.
+
+A ``Plan`` says, for every guest the pass saw, how its threads should be
+bound. ``changes`` turns a plan into the list of ``PinChange`` the adapter
+applies: exactly the pins that differ, nothing else, so a second pass over
+an unchanged host yields an empty list and makes no libvirt write.
+"""
+
+import dataclasses
+
+from nova_pinning_hooks import cpuset
+
+DEDICATED = 'dedicated'
+NODE_RANGE = 'node-range'
+CROSS_NODE_RANGE = 'cross-node-range'
+HOST_RANGE = 'host-range'
+UNTOUCHED = 'untouched'
+
+MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED)
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestPlan:
+    uuid: str
+    name: str
+    mode: str
+    home_node: object  # int or None
+    home_source: str  # memory | numatune | pins | chosen | none
+    vcpu_pins: dict  # vCPU -> frozenset; {} when untouched
+    emulator_pin: object  # frozenset, or None when untouched
+    iothread_pins: dict  # iothread id -> frozenset
+    rule: str
+    reason: str
+    numa_nodeset: object = None  # frozenset to set (home node chosen)
+
+
+@dataclasses.dataclass(frozen=True)
+class PinChange:
+    uuid: str
+    name: str
+    kind: str  # vcpu | emulator | iothread | numa
+    index: object  # vCPU or iothread id; None for emulator and numa
+    old: object  # frozenset or None
+    new: frozenset
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    guests: tuple  # GuestPlan, in the order the guests were given
+    pool: frozenset  # the guest pool P
+    pool_by_node: dict  # node id -> frozenset (P_n)
+    allocation_ratio: float
+    total_vcpus: int  # vCPUs of managed guests
+    node_vcpus: dict  # node id -> V_n (single-node managed guests)
+    cross_node_vcpus: int  # V_X
+
+
+def changes(plan, guests):
+    """The pin writes that turn the guests' current pins into ``plan``.
+
+    ``guests`` are the ``Guest`` objects the plan was made from (matched by
+    uuid). Untouched guests yield nothing. A pin the guest does not have
+    (``None``, unpinned) differs from any planned set.
+    """
+    by_uuid = {g.uuid: g for g in guests}
+    result = []
+    for gp in plan.guests:
+        if gp.mode == UNTOUCHED:
+            continue
+        guest = by_uuid[gp.uuid]
+        for vcpu, new in gp.vcpu_pins.items():
+            old = guest.vcpu_pin(vcpu)
+            if old != new:
+                result.append(PinChange(gp.uuid, gp.name, 'vcpu', vcpu,
+                                        old, new))
+        if gp.emulator_pin is not None and \
+                guest.emulator_pin != gp.emulator_pin:
+            result.append(PinChange(gp.uuid, gp.name, 'emulator', None,
+                                    guest.emulator_pin, gp.emulator_pin))
+        for thread, new in gp.iothread_pins.items():
+            old = guest.iothread_pins.get(thread)
+            if old != new:
+                result.append(PinChange(gp.uuid, gp.name, 'iothread', thread,
+                                        old, new))
+        if gp.numa_nodeset is not None and \
+                guest.numa_nodeset != gp.numa_nodeset:
+            result.append(PinChange(gp.uuid, gp.name, 'numa', None,
+                                    guest.numa_nodeset, gp.numa_nodeset))
+    return result
+
+
+def pin_changes(change_list):
+    """How many of ``change_list`` are thread pins (not memory policy)."""
+    return sum(1 for c in change_list if c.kind != 'numa')
+
+
+def to_json(plan, change_list):
+    """The documented JSON form of a plan (``plan --format json``)."""
+    fmt = cpuset.format
+    guests = []
+    for gp in plan.guests:
+        entry = {
+            'uuid': gp.uuid, 'name': gp.name, 'mode': gp.mode,
+            'home_node': gp.home_node, 'home_source': gp.home_source,
+            'vcpu_pins': {str(v): fmt(c) for v, c in gp.vcpu_pins.items()},
+            'emulator_pin': (fmt(gp.emulator_pin)
+                             if gp.emulator_pin is not None else None),
+            'iothread_pins': {str(t): fmt(c)
+                              for t, c in gp.iothread_pins.items()},
+            'rule': gp.rule, 'reason': gp.reason,
+        }
+        if gp.numa_nodeset is not None:
+            entry['numa_nodeset'] = fmt(gp.numa_nodeset)
+        guests.append(entry)
+    return {
+        'version': 1,
+        'guests': guests,
+        'changes': pin_changes(change_list),
+        'pool': fmt(plan.pool),
+        'pool_by_node': {str(n): fmt(c)
+                         for n, c in plan.pool_by_node.items()},
+        'allocation_ratio': plan.allocation_ratio,
+        'total_vcpus': plan.total_vcpus,
+        'node_vcpus': {str(n): v for n, v in plan.node_vcpus.items()},
+        'cross_node_vcpus': plan.cross_node_vcpus,
+    }

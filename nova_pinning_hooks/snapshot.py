@@ -1,0 +1,110 @@
+"""Host snapshots: the one input format of planning, offline or live.
+
+A snapshot is the JSON document ``nova-pinning plan --snapshot`` reads and
+``nova-pinning snapshot`` writes (see README.rst). ``load`` validates all
+of it before anything is planned: any defect raises ``SnapshotError`` with
+one message naming the defect, so a bad file never yields a partial plan.
+"""
+
+import dataclasses
+import json
+
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import guest as guest_mod
+from nova_pinning_hooks import policy
+from nova_pinning_hooks import topology
+
+VERSION = 1
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be planned."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    host: topology.HostTopology
+    guests: tuple
+    options: policy.Options
+
+
+def loads(text, **overrides):
+    """Parse snapshot JSON text; see ``load``."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SnapshotError('snapshot is not valid JSON: %s' % exc) from None
+    return load(data, **overrides)
+
+
+def load(data, **overrides):
+    """Validate a snapshot dict and build host, guests and policy options.
+
+    ``overrides`` are extra ``policy.Options`` fields from configuration
+    (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``).
+    """
+    if not isinstance(data, dict):
+        raise SnapshotError('snapshot must be a JSON object')
+    if data.get('version') != VERSION:
+        raise SnapshotError('unknown snapshot version %r (this tool reads '
+                            'version %d)' % (data.get('version'), VERSION))
+    try:
+        host = topology.HostTopology.from_capabilities(
+            data.get('capabilities'))
+    except topology.TopologyError as exc:
+        raise SnapshotError('capabilities: %s' % exc) from None
+    ratio = data.get('allocation_ratio')
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        raise SnapshotError('allocation_ratio must be a number > 0, not %r'
+                            % (ratio,))
+    sets = {}
+    for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise SnapshotError('%s must be a CPU set string or null' % key)
+        try:
+            sets[key] = cpuset.parse_optional(value, key, known=host.cpus)
+        except cpuset.CpusetError as exc:
+            raise SnapshotError(str(exc)) from None
+    options = policy.Options(allocation_ratio=ratio, **sets, **overrides)
+    try:
+        policy.validate(host, options)
+    except policy.PolicyError as exc:
+        raise SnapshotError(str(exc)) from None
+    domains = data.get('domains', [])
+    if not isinstance(domains, list):
+        raise SnapshotError('domains must be a list')
+    guests, seen = [], set()
+    for i, dom in enumerate(domains):
+        g = _guest(i, dom)
+        if g.uuid in seen:
+            raise SnapshotError('domain %s: uuid %s appears twice'
+                                % (g.name, g.uuid))
+        seen.add(g.uuid)
+        guests.append(g)
+    return Snapshot(host, tuple(guests), options)
+
+
+def _guest(i, dom):
+    if not isinstance(dom, dict) or not isinstance(dom.get('xml'), str):
+        raise SnapshotError('domains[%d] must be an object with an "xml" '
+                            'string' % i)
+    memory = dom.get('memory_by_node_kib') or {}
+    if not isinstance(memory, dict):
+        raise SnapshotError('domains[%d]: memory_by_node_kib must be an '
+                            'object' % i)
+    try:
+        return guest_mod.Guest.from_xml(dom['xml'],
+                                        active=dom.get('active', True),
+                                        memory_by_node_kib=memory)
+    except (guest_mod.GuestError, TypeError, ValueError) as exc:
+        raise SnapshotError('domains[%d]: %s' % (i, exc)) from None
+
+
+def make(capabilities, domains, allocation_ratio, reserved_cpus=None,
+         shared_cpus=None, dedicated_cpus=None):
+    """Build the snapshot dict (the JSON form) from its parts."""
+    return {'version': VERSION, 'capabilities': capabilities,
+            'allocation_ratio': allocation_ratio,
+            'reserved_cpus': reserved_cpus, 'shared_cpus': shared_cpus,
+            'dedicated_cpus': dedicated_cpus, 'domains': list(domains)}

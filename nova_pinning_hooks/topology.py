@@ -1,0 +1,139 @@
+"""Host topology, read from libvirt's capabilities XML.
+
+Pure: the input is the XML text (``virConnect.getCapabilities()``), the
+output plain data.
+
+Invariants of a ``HostTopology``:
+
+* Only online CPUs appear anywhere. libvirt lists an offline CPU as a bare
+  ``<cpu id='N'/>`` (no socket, core or siblings): it is dropped, and it is
+  dropped from every sibling set too.
+* Every online CPU belongs to exactly one node and exactly one core; a core
+  is the set of its online hyperthread siblings (1 to N threads, SMT4
+  included), whatever the numbering (``c, c+ncores`` or ``2c, 2c+1``).
+* Nodes may have memory and no CPUs, and nodes may differ in size.
+"""
+
+import dataclasses
+import xml.etree.ElementTree as ET  # noqa: S405 - trusted or validated input
+
+from nova_pinning_hooks import cpuset
+
+
+class TopologyError(ValueError):
+    """Capabilities XML that does not describe a usable host."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One NUMA node: its online CPUs and its memory."""
+
+    id: int
+    cpus: frozenset
+    memory_kib: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HostTopology:
+    """Online CPUs, NUMA nodes and hyperthread cores of one host."""
+
+    nodes: dict  # node id -> Node, ascending ids
+    node_of: dict  # cpu -> node id
+    core_of: dict  # cpu -> frozenset of its online siblings (incl. itself)
+
+    @property
+    def cpus(self):
+        """All online CPUs."""
+        return frozenset(self.node_of)
+
+    def cores(self, cpus):
+        """The distinct cores that intersect ``cpus``, ordered by lowest id."""
+        seen = {self.core_of[c] for c in cpus}
+        return sorted(seen, key=min)
+
+    def node_ids(self):
+        return list(self.nodes)
+
+    @classmethod
+    def from_capabilities(cls, xml_text):
+        """Parse ``<capabilities>`` XML text; raise TopologyError if bad."""
+        try:
+            root = ET.fromstring(xml_text)  # noqa: S314
+        except ET.ParseError as exc:
+            raise TopologyError('capabilities XML is malformed: %s'
+                                % exc) from None
+        except TypeError:
+            raise TopologyError('capabilities must be XML text') from None
+        cells = root.findall('./host/topology/cells/cell')
+        if not cells:
+            raise TopologyError('capabilities XML has no '
+                                '<host><topology><cells> NUMA cells')
+        nodes, node_of, raw_siblings = {}, {}, {}
+        for cell in cells:
+            node_id = _int_attr(cell, 'id', 'cell')
+            if node_id in nodes:
+                raise TopologyError('NUMA cell %d appears twice' % node_id)
+            online = set()
+            for cpu in cell.findall('./cpus/cpu'):
+                cpu_id = _int_attr(cpu, 'id', 'cpu')
+                siblings = cpu.get('siblings')
+                if siblings is None:
+                    continue  # offline: libvirt knows no topology for it
+                if cpu_id in node_of:
+                    raise TopologyError('CPU %d appears in two cells'
+                                        % cpu_id)
+                try:
+                    raw_siblings[cpu_id] = cpuset.parse(siblings)
+                except cpuset.CpusetError as exc:
+                    raise TopologyError('CPU %d: bad siblings: %s'
+                                        % (cpu_id, exc)) from None
+                node_of[cpu_id] = node_id
+                online.add(cpu_id)
+            nodes[node_id] = Node(node_id, frozenset(online),
+                                  _memory_kib(cell))
+        if not node_of:
+            raise TopologyError('capabilities XML lists no online CPU')
+        core_of = {}
+        for cpu_id, siblings in raw_siblings.items():
+            core = (siblings & node_of.keys()) | {cpu_id}
+            core_of[cpu_id] = frozenset(core)
+        _check_cores(core_of, node_of)
+        ordered = {k: nodes[k] for k in sorted(nodes)}
+        return cls(ordered, node_of, core_of)
+
+
+def _check_cores(core_of, node_of):
+    for cpu_id, core in core_of.items():
+        for sibling in core:
+            if core_of[sibling] != core:
+                raise TopologyError('CPUs %d and %d disagree about their '
+                                    'siblings' % (cpu_id, sibling))
+            if node_of[sibling] != node_of[cpu_id]:
+                raise TopologyError('siblings %d and %d are in different '
+                                    'NUMA cells' % (cpu_id, sibling))
+
+
+def _int_attr(elem, name, what):
+    value = elem.get(name)
+    if value is None or not value.isdigit():
+        raise TopologyError('<%s> without a numeric %s attribute'
+                            % (what, name))
+    return int(value)
+
+
+_UNIT_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'kib': 1,
+             'kb': 1000 / 1024, 'm': 1024, 'mib': 1024, 'g': 1024 ** 2,
+             'gib': 1024 ** 2, 't': 1024 ** 3, 'tib': 1024 ** 3}
+
+
+def _memory_kib(cell):
+    mem = cell.find('memory')
+    if mem is None or not (mem.text or '').strip().isdigit():
+        return 0
+    factor = _UNIT_KIB.get(mem.get('unit', 'KiB').lower(), 1)
+    return int(int(mem.text) * factor)
+
+
+def memory_to_kib(value, unit):
+    """Convert a libvirt memory value to KiB (domain XML shares units)."""
+    return int(value * _UNIT_KIB.get((unit or 'KiB').lower(), 1))

@@ -21,6 +21,7 @@ from oslo_log import log as logging
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import policy
+from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import render
 from nova_pinning_hooks import snapshot as snapshot_mod
 
@@ -63,17 +64,11 @@ def read_snapshot_file(path):
                          % (path, exc.strerror or exc)) from None
 
 
-def policy_overrides(conf):
-    group = conf.nova_pinning
-    return {'foreign_domains': group.foreign_domains,
-            'home_node_min_fraction': group.home_node_min_fraction,
-            'set_home_node': group.set_home_node}
-
-
 def plan_snapshot(text, conf):
     """Snapshot text -> (snapshot, plan, changes); UsageError if bad."""
     try:
-        snap = snapshot_mod.loads(text, **policy_overrides(conf))
+        snap = snapshot_mod.loads(
+            text, **reconciler.policy_overrides(conf))
         p = policy.make_plan(snap.host, snap.guests, snap.options)
     except (snapshot_mod.SnapshotError, policy.PolicyError) as exc:
         raise UsageError('bad snapshot: %s' % exc) from None

@@ -43,7 +43,7 @@ def assign_node(host, pool, guests):
                     kept[vcpu] = cpu
                     taken.add(cpu)
         result[guest.uuid] = kept
-    cores = [c & pool for c in host.cores(pool)]
+    cores = host.cores(pool)  # whole cores: all online siblings
     order = sorted(guests, key=lambda g: (len(result[g.uuid]) -
                                           g.vcpu_count, g.uuid))
     for guest in order:
@@ -51,24 +51,29 @@ def assign_node(host, pool, guests):
         missing = [v for v in guest.vcpus if v not in kept]
         if not missing:
             continue
-        picked = _take(len(missing), cores, taken,
+        picked = _take(len(missing), cores, pool, taken,
                        own=set(kept.values()), core_of=host.core_of)
         taken.update(picked)
         kept.update(zip(missing, picked))
     return result
 
 
-def _take(count, cores, taken, own, core_of):
-    """Pick ``count`` free pCPUs, in core order, whole cores first."""
+def _take(count, cores, pool, taken, own, core_of):
+    """Pick ``count`` free pCPUs, in core order, whole cores first.
+
+    A core is whole only if every online sibling is in the pool and free:
+    a sibling left to the host (reserved) or to another guest is a noisy
+    neighbour, so such a core only serves remainders.
+    """
     picked = []
 
     def free(core):
-        return sorted(core - taken - set(picked))
+        return sorted((core & pool) - taken - set(picked))
 
     # 1. Free siblings of the pCPUs the guest already holds.
     own_cores = {core_of[c] for c in own}
     for core in cores:
-        if core_of[min(core)] in own_cores:
+        if core in own_cores:
             picked.extend(free(core)[:count - len(picked)])
     # 2. Whole free cores, while a whole core is still wanted.
     for core in cores:

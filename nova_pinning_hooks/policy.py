@@ -106,7 +106,11 @@ def _home_from_facts(guest, host, pool_by_node, options):
             return min(nodeset), 'numatune', False
         return None, 'numatune', True
     pins = [guest.vcpu_pin(v) for v in guest.vcpus]
-    if pins and all(p is not None for p in pins):
+    pool = frozenset().union(*pool_by_node.values())
+    # Host-range pins (the whole pool) say nothing about a home node, even
+    # on a host whose pool lies in one node.
+    if pins and all(p is not None for p in pins) and \
+            not all(p == pool for p in pins):
         nodes = {host.node_of.get(c) for p in pins for c in p}
         if len(nodes) == 1:
             node = nodes.pop()
@@ -152,9 +156,10 @@ def make_plan(host, guests, options):
     modes = _modes(host, managed, homes, pool, pool_by_node, ratio)
     for g in managed:
         gp = modes[g.uuid]
-        if options.set_home_node and gp.home_source == 'chosen' and \
-                gp.mode != plan_mod.UNTOUCHED:
-            # Memory not placed yet: pin it to the chosen home node too.
+        if options.set_home_node and gp.home_node is not None and \
+                gp.home_source in ('chosen', 'pins'):
+            # Memory not placed yet: give it the home node too, so that
+            # the home survives a later host range (pins then say nothing).
             gp = dataclasses.replace(gp,
                                      numa_nodeset=frozenset((gp.home_node,)))
         decided[g.uuid] = gp

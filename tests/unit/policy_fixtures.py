@@ -1,0 +1,61 @@
+"""Building blocks for policy tests: guests on named hosts, planned."""
+
+import dataclasses
+
+from nova_pinning_hooks import guest as guest_mod
+from nova_pinning_hooks import plan as plan_mod
+from nova_pinning_hooks import policy
+from nova_pinning_hooks import topology
+from tests.unit import hosts
+
+GIB = 1024 * 1024
+
+
+def G(name, vcpus, mem=None, active=True, **xml):
+    """A guest; ``mem`` is a node id, a list of node ids (memory split
+    evenly) or None (memory not placed yet)."""
+    if mem is None:
+        memory = {}
+    elif isinstance(mem, int):
+        memory = {str(mem): GIB}
+    else:
+        memory = {str(n): GIB // len(mem) for n in mem}
+    xml.setdefault('uuid', 'uuid-' + name)
+    return guest_mod.Guest.from_xml(hosts.domain_xml(name, vcpus, **xml),
+                                    active=active, memory_by_node_kib=memory)
+
+
+def host(name):
+    return topology.HostTopology.from_capabilities(hosts.load(name))
+
+
+def make(host_name, guests, ratio=4.0, **options):
+    h = host(host_name)
+    p = policy.make_plan(h, guests,
+                         policy.Options(allocation_ratio=ratio, **options))
+    return h, p
+
+
+def by_name(p):
+    return {gp.name: gp for gp in p.guests}
+
+
+def applied(guests, p):
+    """The guests as they look after ``p`` was applied (live XML)."""
+    plans = {gp.uuid: gp for gp in p.guests}
+    result = []
+    for g in guests:
+        gp = plans[g.uuid]
+        if gp.mode == plan_mod.UNTOUCHED:
+            result.append(g)
+            continue
+        pins = dict(g.vcpu_pins)
+        pins.update(gp.vcpu_pins)
+        io = dict(g.iothread_pins)
+        io.update(gp.iothread_pins)
+        changes = dict(vcpu_pins=pins, emulator_pin=gp.emulator_pin,
+                       iothread_pins=io)
+        if gp.numa_nodeset is not None:
+            changes.update(numa_mode='strict', numa_nodeset=gp.numa_nodeset)
+        result.append(dataclasses.replace(g, **changes))
+    return result

@@ -1,0 +1,80 @@
+import testtools
+
+from nova_pinning_hooks import guest
+from tests.unit import hosts
+
+
+class TestGuestFromXml(testtools.TestCase):
+
+    def test_plain_nova_guest(self):
+        g = guest.Guest.from_xml(hosts.domain_xml('g1', 4, uuid='u1'),
+                                 memory_by_node_kib={'1': 2048, '0': 0})
+        self.assertEqual(('u1', 'g1', (0, 1, 2, 3)), (g.uuid, g.name,
+                                                      g.vcpus))
+        self.assertTrue(g.nova)
+        self.assertFalse(g.nova_placed)
+        self.assertIsNone(g.vcpu_pin(0))
+        self.assertEqual({1: 2048}, g.memory_by_node_kib)
+        self.assertEqual(1048576, g.memory_kib)
+
+    def test_pins_and_emulator(self):
+        g = guest.Guest.from_xml(hosts.domain_xml(
+            'g', 2, pins={0: '4', 1: '4-5'}, emulator='4-5'))
+        self.assertEqual(frozenset({4}), g.vcpu_pin(0))
+        self.assertEqual(frozenset({4, 5}), g.vcpu_pin(1))
+        self.assertEqual(frozenset({4, 5}), g.emulator_pin)
+        self.assertEqual(frozenset({4}), g.exclusive_cpus())
+
+    def test_our_one_to_one_pins_do_not_make_it_nova_placed(self):
+        g = guest.Guest.from_xml(hosts.domain_xml(
+            'g', 2, pins={0: '4', 1: '5'}, emulator='4-5'))
+        self.assertFalse(g.nova_placed)
+
+    def test_instance_numa_topology_is_nova_placed(self):
+        g = guest.Guest.from_xml(hosts.domain_xml('g', 2, numa_cells=True))
+        self.assertTrue(g.nova_placed)
+
+    def test_foreign_domain(self):
+        g = guest.Guest.from_xml(hosts.domain_xml('g', 1, nova=False))
+        self.assertFalse(g.nova)
+
+    def test_current_vcpus_only(self):
+        g = guest.Guest.from_xml(hosts.domain_xml('g', 8, current=3))
+        self.assertEqual((0, 1, 2), g.vcpus)
+
+    def test_vcpus_element_lists_online(self):
+        xml = hosts.domain_xml('g', 4).replace(
+            '</domain>', "<vcpus><vcpu id='0' enabled='yes'/><vcpu id='1' "
+            "enabled='no'/><vcpu id='2' enabled='yes'/><vcpu id='3' "
+            "enabled='no'/></vcpus></domain>")
+        self.assertEqual((0, 2), guest.Guest.from_xml(xml).vcpus)
+
+    def test_default_cpuset(self):
+        xml = hosts.domain_xml('g', 2).replace(
+            "placement='static'>", "placement='static' cpuset='2-3'>")
+        g = guest.Guest.from_xml(xml)
+        self.assertEqual(frozenset({2, 3}), g.vcpu_pin(1))
+
+    def test_iothreads_and_numatune(self):
+        g = guest.Guest.from_xml(hosts.domain_xml('g', 2, iothreads=2,
+                                                  numatune='1'))
+        self.assertEqual({1: None, 2: None}, g.iothread_pins)
+        self.assertEqual(('strict', frozenset({1})),
+                         (g.numa_mode, g.numa_nodeset))
+
+    def test_bad_xml(self):
+        for xml, fragment in [('<domain', 'malformed'),
+                              ('<network/>', 'expected <domain>'),
+                              ('<domain><name>x</name></domain>', 'uuid'),
+                              ('<domain><name>x</name><uuid>u</uuid>'
+                               '</domain>', 'no <vcpu>'),
+                              (hosts.domain_xml('g', 1, pins={0: 'x'}),
+                               'domain g')]:
+            exc = self.assertRaises(guest.GuestError, guest.Guest.from_xml,
+                                    xml)
+            self.assertIn(fragment, str(exc))
+
+    def test_bad_memory_map(self):
+        self.assertRaises(guest.GuestError, guest.Guest.from_xml,
+                          hosts.domain_xml('g', 1),
+                          memory_by_node_kib={'x': 1})

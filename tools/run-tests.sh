@@ -1,0 +1,67 @@
+#!/bin/bash
+# Run every test suite of nova-pinning-hooks on this machine, as root:
+# lint, unit, functional (a real libvirtd with real qemu guests, pins
+# checked in /proc), and the nova integration tests against nova from PyPI.
+# It installs what it needs itself (Debian packages, libvirtd, tox).
+#
+#   tools/run-tests.sh            # everything
+#   tools/run-tests.sh py3 pep8   # chosen tox environments only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+if [ "$(id -u)" != 0 ]; then
+    echo "run-tests.sh: run me as root (functional tests drive libvirtd)" >&2
+    exit 2
+fi
+
+envs=("$@")
+[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional nova)
+
+needs_host=0
+for e in "${envs[@]}"; do
+    case "$e" in functional|nova) needs_host=1 ;; esac
+done
+if [ "$needs_host" = 1 ]; then
+    tools/setup-host.sh
+else
+    tools/setup-host.sh --packages-only
+fi
+
+venv="$top/.venv-tools"
+if [ ! -x "$venv/bin/tox" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q 'tox>=4,<5'
+fi
+
+# Functional tests must fail, not skip, when their prerequisites are
+# missing; the property tests run more examples than a developer's run.
+export NPH_FUNCTIONAL_REQUIRED=1
+export HYPOTHESIS_PROFILE=ci
+
+passed=0; failed=0; skipped=0; status=0
+for e in "${envs[@]}"; do
+    echo "=== tox -e $e ==="
+    rm -rf .stestr  # so that 'stestr last' can only report this env's run
+    if ! "$venv/bin/tox" -e "$e"; then
+        status=1
+        echo "=== tox -e $e FAILED ===" >&2
+    fi
+    if [ "$e" != pep8 ] && [ -x ".tox/$e/bin/stestr" ]; then
+        # Each tox env ran stestr last; read its counts back.
+        counts=$(".tox/$e/bin/stestr" last 2>/dev/null | \
+                 sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p')
+        p=$(awk '$1=="Passed"{print $2}' <<<"$counts"); p=${p:-0}
+        f=$(awk '$1=="Failed"{print $2}' <<<"$counts"); f=${f:-0}
+        s=$(awk '$1=="Skipped"{print $2}' <<<"$counts"); s=${s:-0}
+        echo "=== $e: $p passed, $f failed, $s skipped ==="
+        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+        if [ "$p" = 0 ]; then
+            echo "=== $e ran no test ===" >&2
+            status=1
+        fi
+    fi
+done
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+exit $status

@@ -7,6 +7,7 @@ an unchanged host yields an empty list and makes no libvirt write.
 """
 
 import dataclasses
+import typing
 
 from nova_pinning_hooks import cpuset
 
@@ -19,8 +20,7 @@ UNTOUCHED = 'untouched'
 MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED)
 
 
-@dataclasses.dataclass(frozen=True)
-class GuestPlan:
+class GuestPlan(typing.NamedTuple):
     uuid: str
     name: str
     mode: str
@@ -34,8 +34,7 @@ class GuestPlan:
     numa_nodeset: object = None  # frozenset to set (home node chosen)
 
 
-@dataclasses.dataclass(frozen=True)
-class PinChange:
+class PinChange(typing.NamedTuple):
     uuid: str
     name: str
     kind: str  # vcpu | emulator | iothread | numa

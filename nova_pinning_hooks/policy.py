@@ -160,8 +160,7 @@ def make_plan(host, guests, options):
                 gp.home_source in ('chosen', 'pins'):
             # Memory not placed yet: give it the home node too, so that
             # the home survives a later host range (pins then say nothing).
-            gp = dataclasses.replace(gp,
-                                     numa_nodeset=frozenset((gp.home_node,)))
+            gp = gp._replace(numa_nodeset=frozenset((gp.home_node,)))
         decided[g.uuid] = gp
     node_vcpus = dict.fromkeys(host.nodes, 0)
     cross = 0

@@ -1,7 +1,5 @@
 """Building blocks for policy tests: guests on named hosts, planned."""
 
-import dataclasses
-
 from nova_pinning_hooks import guest as guest_mod
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import policy
@@ -57,5 +55,5 @@ def applied(guests, p):
                        iothread_pins=io)
         if gp.numa_nodeset is not None:
             changes.update(numa_mode='strict', numa_nodeset=gp.numa_nodeset)
-        result.append(dataclasses.replace(g, **changes))
+        result.append(g._replace(**changes))
     return result

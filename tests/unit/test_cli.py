@@ -71,8 +71,8 @@ class TestPlanJson(CliTestCase):
         self.assertIn('rule-2-one-to-one', out)
 
     def test_example_snapshot_plans(self):
-        code, out, err = self.run_cli(
-            raw=open(EXAMPLE).read(), fmt='json')
+        with open(EXAMPLE) as f:
+            code, out, err = self.run_cli(raw=f.read(), fmt='json')
         self.assertEqual(0, code, err)
         modes = {g['mode'] for g in json.loads(out)['guests']}
         self.assertEqual({'dedicated', 'cross-node-range', 'untouched'},

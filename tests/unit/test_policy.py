@@ -213,8 +213,7 @@ class TestHomeNode(testtools.TestCase):
 
     def test_memory_below_threshold_is_cross_node(self):
         g = G('x', 2, None)
-        g = g.__class__(**{**g.__dict__, 'memory_by_node_kib': {0: 85,
-                                                                1: 15}})
+        g = g._replace(memory_by_node_kib={0: 85, 1: 15})
         _, p = make('intel-2s-28c-ht', [g])
         self.assertEqual(XR, p.guests[0].mode)
         _, p = make('intel-2s-28c-ht', [g], home_node_min_fraction=0.8)

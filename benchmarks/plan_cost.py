@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Plan cost: time from reading a snapshot file to printing the JSON plan.
+
+Usage: python benchmarks/plan_cost.py [--runs 7] [--counts 10,100,1000,5000]
+
+For each host (the 256-CPU AMD NPS4 fixture and a generated 480-CPU
+4-socket host) and each guest count, it writes a snapshot of nova-like
+guests (full libvirt domain XML as nova writes it, about 4 KiB each),
+then times, in this process (interpreter start-up excluded):
+read file -> json -> validate -> parse XML -> plan -> diff -> JSON text.
+It also times the XML parsing alone (the floor). Median of --runs runs.
+"""
+
+import argparse
+import io
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+
+from nova_pinning_hooks.cmd import pinning  # noqa: E402
+from nova_pinning_hooks import snapshot  # noqa: E402
+from tests.unit import hosts  # noqa: E402
+
+DOMAIN = """<domain type='kvm' id='{id}'>
+  <name>instance-{id:08x}</name>
+  <uuid>{uuid}</uuid>
+  <metadata>
+    <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:package version="34.0.0"/>
+      <nova:name>game-server-{id}</nova:name>
+      <nova:creationTime>2026-11-01 10:00:00</nova:creationTime>
+      <nova:flavor name="c{vcpus}.m{mem}">
+        <nova:memory>{mem_mib}</nova:memory><nova:disk>40</nova:disk>
+        <nova:swap>0</nova:swap><nova:ephemeral>0</nova:ephemeral>
+        <nova:vcpus>{vcpus}</nova:vcpus>
+      </nova:flavor>
+      <nova:owner>
+        <nova:user uuid="3d2a9b3c6e0f4b8e9a1c2d3e4f5a6b7c">ops</nova:user>
+        <nova:project uuid="9f8e7d6c5b4a49382716a5b4c3d2e1f0">games</nova:project>
+      </nova:owner>
+      <nova:root type="image" uuid="0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"/>
+      <nova:ports><nova:port uuid="{uuid}"><nova:ip type="fixed" address="10.0.{a}.{b}" ipVersion="4"/></nova:port></nova:ports>
+    </nova:instance>
+  </metadata>
+  <memory unit='KiB'>{mem_kib}</memory>
+  <currentMemory unit='KiB'>{mem_kib}</currentMemory>
+  <vcpu placement='static'>{vcpus}</vcpu>
+  <cputune><shares>{shares}</shares>{pins}</cputune>
+  <resource><partition>/machine</partition></resource>
+  <sysinfo type='smbios'><system>
+    <entry name='manufacturer'>OpenStack Foundation</entry>
+    <entry name='product'>OpenStack Nova</entry>
+    <entry name='version'>34.0.0</entry>
+    <entry name='serial'>{uuid}</entry><entry name='uuid'>{uuid}</entry>
+    <entry name='family'>Virtual Machine</entry>
+  </system></sysinfo>
+  <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type><boot dev='hd'/><smbios mode='sysinfo'/></os>
+  <features><acpi/><apic/></features>
+  <cpu mode='host-model' check='partial'><topology sockets='{vcpus}' dies='1' cores='1' threads='1'/></cpu>
+  <clock offset='utc'><timer name='pit' tickpolicy='delay'/><timer name='rtc' tickpolicy='catchup'/><timer name='hpet' present='no'/></clock>
+  <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <disk type='network' device='disk'><driver name='qemu' type='raw' cache='none' discard='unmap'/>
+      <source protocol='rbd' name='vms/{uuid}_disk'><host name='10.1.0.1' port='6789'/></source>
+      <target dev='vda' bus='virtio'/><alias name='virtio-disk0'/></disk>
+    <controller type='pci' index='0' model='pcie-root'/>
+    <controller type='usb' index='0' model='none'/>
+    <interface type='bridge'><mac address='fa:16:3e:{a:02x}:{b:02x}:01'/>
+      <source bridge='qbr{id}'/><target dev='tap{id}'/><model type='virtio'/><mtu size='1450'/></interface>
+    <serial type='pty'><log file='/var/lib/nova/instances/{uuid}/console.log' append='off'/><target type='isa-serial' port='0'/></serial>
+    <console type='pty'><target type='serial' port='0'/></console>
+    <input type='tablet' bus='usb'/><graphics type='vnc' port='-1' autoport='yes' listen='0.0.0.0'/>
+    <video><model type='virtio' heads='1' primary='yes'/></video>
+    <memballoon model='virtio'><stats period='10'/></memballoon>
+    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
+  </devices>
+  <seclabel type='dynamic' model='dac' relabel='yes'/>
+</domain>"""
+
+
+SMALL_DOMAIN = """<domain type='kvm'><name>instance-{id:08x}</name>
+<uuid>{uuid}</uuid><metadata><nova:instance
+ xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1"><nova:name>g{id}
+</nova:name></nova:instance></metadata><memory unit='KiB'>{mem_kib}</memory>
+<vcpu placement='static'>{vcpus}</vcpu><cputune>{pins}</cputune>
+<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>"""
+
+
+def host_480():
+    """4 sockets = 4 nodes x 60 cores x 2 threads (Linux numbering)."""
+    total = 240
+    return hosts.capabilities([[[c, c + total] for c in range(n * 60,
+                                                              n * 60 + 60)]
+                               for n in range(4)])
+
+
+def make_snapshot(caps, count, seed=1, template=DOMAIN):
+    rnd = random.Random(seed)
+    nodes = sorted(int(c.get('id'))
+                   for c in ET.fromstring(caps).findall('.//cell'))
+    domains = []
+    for i in range(count):
+        vcpus = rnd.choice([1, 2, 2, 4, 4, 8])
+        mem_mib = vcpus * 2048
+        if rnd.random() < 0.1:
+            memory = {str(n): mem_mib * 512 for n in rnd.sample(nodes, 2)}
+        else:
+            memory = {str(rnd.choice(nodes)): mem_mib * 1024}
+        xml = template.format(
+            id=i + 1, uuid='%08x-0000-4000-8000-%012x' % (i, i),
+            vcpus=vcpus, mem=mem_mib // 1024, mem_mib=mem_mib,
+            mem_kib=mem_mib * 1024, shares=vcpus * 1024, pins='',
+            a=(i // 250) % 256, b=i % 250 + 1)
+        domains.append({'xml': xml, 'active': True,
+                        'memory_by_node_kib': memory})
+    return snapshot.make(caps, domains, 4.0, reserved_cpus='0-1')
+
+
+class Conf:
+    """The configuration values planning reads."""
+
+    class nova_pinning:  # noqa: N801 - mirrors the option group
+        foreign_domains = 'manage'
+        home_node_min_fraction = 0.9
+        set_home_node = False
+
+
+def end_to_end(path):
+    """What ``nova-pinning plan --format json`` does after start-up."""
+    out = io.StringIO()
+    out.write(pinning.plan_output(pinning.read_snapshot_file(path), Conf,
+                                  'json'))
+    return out.getvalue()
+
+
+def parse_only(path):
+    with open(path, encoding='utf-8') as f:
+        data = json.load(f)
+    for dom in data['domains']:
+        ET.fromstring(dom['xml'])
+
+
+def median_ms(func, arg, runs):
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        func(arg)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--runs', type=int, default=7)
+    ap.add_argument('--counts', default='10,100,1000,5000')
+    args = ap.parse_args()
+    counts = [int(c) for c in args.counts.split(',')]
+    targets = [('amd-2s-64c-nps4 (256 pCPUs, 8 nodes)',
+                hosts.load('amd-2s-64c-nps4')),
+               ('generated 4s-60c-ht (480 pCPUs, 4 nodes)', host_480())]
+    templates = [('nova (3.2 KB)', DOMAIN), ('small (0.4 KB)', SMALL_DOMAIN)]
+    print('| host | domain XML | guests | modes | XML parse (ms) | '
+          'end to end (ms) | per guest (us) |')
+    print('|---|---|---|---|---|---|---|')
+    with tempfile.TemporaryDirectory() as tmp:
+        for (label, caps), (xml_label, template), count in (
+                (t, x, c) for t in targets for x in templates
+                for c in counts):
+                path = os.path.join(tmp, 'snap.json')
+                with open(path, 'w') as f:
+                    json.dump(make_snapshot(caps, count, template=template),
+                              f)
+                end_to_end(path)  # warm caches like a long-lived agent
+                floor = median_ms(parse_only, path, args.runs)
+                total = median_ms(end_to_end, path, args.runs)
+                result = json.loads(end_to_end(path))
+                modes = sorted({g['mode'] for g in result['guests']})
+                print('| %s | %s | %d | %s | %.1f | %.1f | %.0f |' % (
+                    label, xml_label, count, '/'.join(modes), floor, total,
+                    total * 1000 / count))
+
+
+if __name__ == '__main__':
+    main()

@@ -74,24 +74,24 @@ class Guest(typing.NamedTuple):
             raise GuestError('domain XML must be text') from None
         if root.tag != 'domain':
             raise GuestError('expected <domain>, got <%s>' % root.tag)
-        name = (root.findtext('name') or '').strip()
-        uuid = (root.findtext('uuid') or '').strip()
+        # One pass over the top-level children: ElementPath lookups cost
+        # more than the parse itself for the few elements needed here.
+        top = {}
+        for child in root:
+            top.setdefault(child.tag, child)
+        name = (getattr(top.get('name'), 'text', None) or '').strip()
+        uuid = (getattr(top.get('uuid'), 'text', None) or '').strip()
         if not name or not uuid:
             raise GuestError('domain XML without <name> or <uuid>')
         try:
-            return cls(uuid=uuid, name=name, active=bool(active),
-                       **_parse_body(root),
-                       memory_by_node_kib=_memory_map(memory_by_node_kib))
+            return cls(uuid, name, bool(active), *_parse_body(top),
+                       _memory_map(memory_by_node_kib))
         except (cpuset.CpusetError, ValueError) as exc:
             raise GuestError('domain %s: %s' % (name, exc)) from None
 
 
-def _parse_body(root):
-    # One pass over the top-level children: ElementPath lookups cost more
-    # than the parse itself for the few elements needed here.
-    top = {}
-    for child in root:
-        top.setdefault(child.tag, child)
+def _parse_body(top):
+    """Guest fields ``vcpus`` .. ``nova_placed``, in field order."""
     vcpu = top.get('vcpu')
     if vcpu is None or not (vcpu.text or '').strip().isdigit():
         raise ValueError('no <vcpu> count')
@@ -132,13 +132,10 @@ def _parse_body(root):
         child.tag.startswith(NOVA_NS_PREFIX) for child in metadata)
     cpu = top.get('cpu')
     numa = cpu.find('numa') if cpu is not None else None
-    return dict(vcpus=online, vcpu_pins=vcpu_pins,
-                default_cpuset=cpuset.parse(default) if default else None,
-                emulator_pin=emulator, iothread_pins=io_pins,
-                numa_mode=numa_mode, numa_nodeset=numa_nodeset,
-                memory_kib=memory_kib, nova=nova,
-                nova_placed=numa is not None and numa.find('cell')
-                is not None)
+    return (online, vcpu_pins,
+            cpuset.parse(default) if default else None,
+            emulator, io_pins, numa_mode, numa_nodeset, memory_kib, nova,
+            numa is not None and numa.find('cell') is not None)
 
 
 def _iothread_ids(top):

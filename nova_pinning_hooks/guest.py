@@ -22,6 +22,25 @@ from nova_pinning_hooks import topology
 
 NOVA_NS_PREFIX = '{http://openstack.org/xmlns/libvirt/nova/'
 
+# libvirt prints every element read here before <devices>, which is often
+# half of a nova guest's XML: for XML straight from libvirt, parsing stops
+# there unless one of these appears after it. Snapshots, which may be
+# hand-written, are always parsed whole so that any defect is reported.
+_DEVICES = '<devices>'
+_READ_TAGS = ('<name', '<uuid', '<metadata', '<memory', '<vcpu', '<cputune',
+              '<iothread', '<numatune', '<cpu')
+
+
+def _head(xml_text):
+    """The domain XML up to ``<devices>``, closed again, or the text."""
+    cut = xml_text.find(_DEVICES)
+    if cut < 0:
+        return xml_text
+    tail = xml_text[cut:]
+    if any(tag in tail for tag in _READ_TAGS):
+        return xml_text
+    return xml_text[:cut] + '</domain>'
+
 
 class GuestError(ValueError):
     """Domain XML that cannot be understood."""
@@ -65,13 +84,19 @@ class Guest(typing.NamedTuple):
                          if v in self.vcpus and len(p) == 1)
 
     @classmethod
-    def from_xml(cls, xml_text, active=True, memory_by_node_kib=None):
+    def from_xml(cls, xml_text, active=True, memory_by_node_kib=None,
+                 from_libvirt=False):
+        if not isinstance(xml_text, str):
+            raise GuestError('domain XML must be text')
         try:
-            root = ET.fromstring(xml_text)  # noqa: S314
-        except ET.ParseError as exc:
-            raise GuestError('domain XML is malformed: %s' % exc) from None
-        except TypeError:
-            raise GuestError('domain XML must be text') from None
+            root = ET.fromstring(  # noqa: S314
+                _head(xml_text) if from_libvirt else xml_text)
+        except ET.ParseError:
+            try:  # malformed head: the full text names the real defect
+                root = ET.fromstring(xml_text)  # noqa: S314
+            except ET.ParseError as exc:
+                raise GuestError('domain XML is malformed: %s'
+                                 % exc) from None
         if root.tag != 'domain':
             raise GuestError('expected <domain>, got <%s>' % root.tag)
         # One pass over the top-level children: ElementPath lookups cost

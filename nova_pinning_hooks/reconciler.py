@@ -126,7 +126,8 @@ class Reconciler:
 
     def plan(self):
         """Read and plan without writing: (snapshot, plan, changes)."""
-        snap = snapshot_mod.load(self.read(), **policy_overrides(self._conf))
+        snap = snapshot_mod.load(self.read(), from_libvirt=True,
+                                 **policy_overrides(self._conf))
         p = policy.make_plan(snap.host, snap.guests, snap.options)
         return snap, p, plan_mod.changes(p, snap.guests)
 

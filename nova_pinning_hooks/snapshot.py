@@ -37,11 +37,13 @@ def loads(text, **overrides):
     return load(data, **overrides)
 
 
-def load(data, **overrides):
+def load(data, from_libvirt=False, **overrides):
     """Validate a snapshot dict and build host, guests and policy options.
 
     ``overrides`` are extra ``policy.Options`` fields from configuration
     (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``).
+    ``from_libvirt``: the domain XML comes straight from libvirt (a live
+    pass), so it may be read only as far as the engine needs.
     """
     if not isinstance(data, dict):
         raise SnapshotError('snapshot must be a JSON object')
@@ -76,7 +78,7 @@ def load(data, **overrides):
         raise SnapshotError('domains must be a list')
     guests, seen = [], set()
     for i, dom in enumerate(domains):
-        g = _guest(i, dom)
+        g = _guest(i, dom, from_libvirt)
         if g.uuid in seen:
             raise SnapshotError('domain %s: uuid %s appears twice'
                                 % (g.name, g.uuid))
@@ -85,7 +87,7 @@ def load(data, **overrides):
     return Snapshot(host, tuple(guests), options)
 
 
-def _guest(i, dom):
+def _guest(i, dom, from_libvirt):
     if not isinstance(dom, dict) or not isinstance(dom.get('xml'), str):
         raise SnapshotError('domains[%d] must be an object with an "xml" '
                             'string' % i)
@@ -96,7 +98,8 @@ def _guest(i, dom):
     try:
         return guest_mod.Guest.from_xml(dom['xml'],
                                         active=dom.get('active', True),
-                                        memory_by_node_kib=memory)
+                                        memory_by_node_kib=memory,
+                                        from_libvirt=from_libvirt)
     except (guest_mod.GuestError, TypeError, ValueError) as exc:
         raise SnapshotError('domains[%d]: %s' % (i, exc)) from None
 

@@ -78,3 +78,37 @@ class TestGuestFromXml(testtools.TestCase):
         self.assertRaises(guest.GuestError, guest.Guest.from_xml,
                           hosts.domain_xml('g', 1),
                           memory_by_node_kib={'x': 1})
+
+
+class TestHeadParsing(testtools.TestCase):
+    """Parsing stops at <devices> only when that loses nothing."""
+
+    def test_devices_skipped_same_result(self):
+        xml = hosts.domain_xml('g', 2, pins={0: '1', 1: '2'}).replace(
+            '</domain>', "<devices><emulator>/usr/bin/qemu</emulator>"
+            "<memballoon model='virtio'/></devices></domain>")
+        self.assertEqual(xml.split('<devices>')[0] + '</domain>',
+                         guest._head(xml))
+        g = guest.Guest.from_xml(xml, from_libvirt=True)
+        self.assertEqual(frozenset({2}), g.vcpu_pin(1))
+        self.assertEqual(g, guest.Guest.from_xml(xml))
+
+    def test_pins_after_devices_are_still_read(self):
+        xml = ("<domain><name>g</name><uuid>u</uuid><vcpu>1</vcpu>"
+               "<devices/><devices></devices><cputune><vcpupin vcpu='0' "
+               "cpuset='3'/></cputune></domain>")
+        self.assertEqual(xml, guest._head(xml))
+        self.assertEqual(frozenset({3}), guest.Guest.from_xml(
+            xml, from_libvirt=True).vcpu_pin(0))
+
+    def test_malformed_tail_is_reported_unless_from_libvirt(self):
+        xml = hosts.domain_xml('g', 1).replace(
+            '</domain>', '<devices><disk></devices></domain>')
+        self.assertRaises(guest.GuestError, guest.Guest.from_xml, xml)
+        self.assertEqual('g', guest.Guest.from_xml(
+            xml, from_libvirt=True).name)
+
+    def test_malformed_head_is_reported(self):
+        xml = '<domain><name>g</name><uuid>u<devices/></domain>'
+        self.assertRaises(guest.GuestError, guest.Guest.from_xml, xml,
+                          from_libvirt=True)

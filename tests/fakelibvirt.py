@@ -1,0 +1,305 @@
+"""A fake ``libvirt`` module: just what nova-pinning-hooks calls, plus
+what tests need to check and break it.
+
+In the spirit of nova's tests/fixtures/libvirt.py, which has no pinning
+calls: a host (capabilities XML for any topology) holds domains whose
+vCPU, emulator and I/O thread pins change when the pin calls are made and
+show in ``XMLDesc``, ``vcpuPinInfo`` and ``emulatorPinInfo``. Every call is
+counted per method; faults can be injected (a domain vanishing between the
+listing and the pin, a busy domain, a connection closing). Use it through
+``tests.fixtures.FakeLibvirtFixture``, which patches it in at one place.
+"""
+
+import collections
+import re
+import threading
+
+# Values as in libvirt's headers.
+VIR_DOMAIN_AFFECT_CURRENT = 0
+VIR_DOMAIN_AFFECT_LIVE = 1
+VIR_DOMAIN_AFFECT_CONFIG = 2
+VIR_CONNECT_LIST_DOMAINS_ACTIVE = 1
+VIR_CONNECT_LIST_DOMAINS_INACTIVE = 2
+VIR_DOMAIN_NUMA_NODESET = 'numa_nodeset'
+VIR_DOMAIN_NUMA_MODE = 'numa_mode'
+VIR_DOMAIN_RUNNING = 1
+VIR_DOMAIN_SHUTOFF = 5
+
+VIR_ERR_INTERNAL_ERROR = 1
+VIR_ERR_SYSTEM_ERROR = 38
+VIR_ERR_NO_DOMAIN = 42
+VIR_ERR_INVALID_ARG = 8
+VIR_ERR_OPERATION_INVALID = 55
+VIR_ERR_OPERATION_TIMEOUT = 68
+VIR_FROM_QEMU = 10
+VIR_FROM_RPC = 7
+VIR_FROM_DOMAIN = 20
+
+
+class libvirtError(Exception):  # noqa: N801 - libvirt's name
+    def __init__(self, msg, code=VIR_ERR_INTERNAL_ERROR,
+                 domain=VIR_FROM_QEMU):
+        super().__init__(msg)
+        self._code, self._domain = code, domain
+
+    def get_error_code(self):
+        return self._code
+
+    def get_error_domain(self):
+        return self._domain
+
+    def get_error_message(self):
+        return str(self)
+
+
+class FakeHost:
+    """The hypervisor's state, shared by every connection opened to it."""
+
+    def __init__(self, capabilities):
+        self.capabilities = capabilities
+        self.ncpus = 1 + max(int(c) for c in
+                             re.findall(r"<cpu id='(\d+)'", capabilities))
+        self.domains = collections.OrderedDict()  # uuid -> FakeDomain
+        self.calls = collections.Counter()
+        self.lock = threading.Lock()
+        self.down = False  # the daemon is not answering
+        self.connections = []
+        # Fault injection, by guest name.
+        self.vanish_on_pin = set()  # destroyed just before its first pin
+        self.busy = collections.Counter()  # pin calls to fail as busy
+
+    def add_domain(self, name, vcpus, uuid=None, xml=None, active=True,
+                   memory_by_node_kib=None):
+        if uuid is None and xml is not None:
+            uuid = re.search(r'<uuid>([^<]+)</uuid>', xml).group(1)
+        uuid = uuid or '00000000-0000-4000-8000-%012d' % (
+            len(self.domains) + 1)
+        if xml is None:
+            xml = ("<domain type='kvm'><name>%s</name><uuid>%s</uuid>"
+                   "<memory unit='KiB'>65536</memory><vcpu>%d</vcpu>"
+                   "<devices/></domain>" % (name, uuid, vcpus))
+        dom = FakeDomain(self, name, uuid, vcpus, xml, active,
+                         memory_by_node_kib or {'0': 65536})
+        self.domains[uuid] = dom
+        return dom
+
+    def by_name(self, name):
+        for dom in self.domains.values():
+            if dom.name() == name:
+                return dom
+        raise KeyError(name)
+
+    def writes(self):
+        return sum(self.calls[m] for m in ('pinVcpuFlags', 'pinEmulator',
+                                           'pinIOThread',
+                                           'setNumaParameters'))
+
+    def count(self, method):
+        with self.lock:
+            self.calls[method] += 1
+            if self.down:
+                raise libvirtError('Cannot write data: Broken pipe',
+                                   VIR_ERR_SYSTEM_ERROR, VIR_FROM_RPC)
+
+
+class FakeDomain:
+
+    def __init__(self, host, name, uuid, vcpus, xml, active, memory):
+        self._host = host
+        self._name = name
+        self._uuid = uuid
+        self.vcpus = vcpus
+        self.base_xml = re.sub(r'<cputune>.*?</cputune>', '', xml,
+                               flags=re.S)
+        self.active = active
+        self.memory_by_node_kib = memory
+        self.vcpu_pins = {}  # vcpu -> tuple of cpus
+        self.emulator_pin = None
+        self.iothread_pins = {}
+        self.numa_nodeset = None
+        for vcpu, cpus in re.findall(
+                r"<vcpupin vcpu='(\d+)' cpuset='([^']+)'", xml):
+            self.vcpu_pins[int(vcpu)] = _expand(cpus)
+
+    # Local accessors: no call to the daemon in real libvirt either.
+    def name(self):
+        return self._name
+
+    def UUIDString(self):  # noqa: N802
+        return self._uuid
+
+    def _call(self, method):
+        self._host.count(method)
+        if self._uuid not in self._host.domains:
+            raise libvirtError('Domain not found: no domain with matching '
+                               'uuid', VIR_ERR_NO_DOMAIN)
+
+    def _live(self, method):
+        self._call(method)
+        if not self.active:
+            raise libvirtError('Requested operation is not valid: domain '
+                               'is not running', VIR_ERR_OPERATION_INVALID)
+
+    def isActive(self):  # noqa: N802
+        self._call('isActive')
+        return int(self.active)
+
+    def XMLDesc(self, flags=0):  # noqa: N802
+        self._call('XMLDesc')
+        tune = ''.join("<vcpupin vcpu='%d' cpuset='%s'/>" % (v, _fmt(c))
+                       for v, c in sorted(self.vcpu_pins.items()))
+        if self.emulator_pin is not None:
+            tune += "<emulatorpin cpuset='%s'/>" % _fmt(self.emulator_pin)
+        for t, c in sorted(self.iothread_pins.items()):
+            tune += "<iothreadpin iothread='%d' cpuset='%s'/>" % (t, _fmt(c))
+        extra = '<cputune>%s</cputune>' % tune if tune else ''
+        if self.numa_nodeset is not None:
+            extra += ("<numatune><memory mode='strict' nodeset='%s'/>"
+                      "</numatune>" % self.numa_nodeset)
+        xml = self.base_xml
+        cut = xml.find('<devices')
+        cut = cut if cut >= 0 else xml.rindex('</domain>')
+        return xml[:cut] + extra + xml[cut:]
+
+    def _pin_faults(self, method):
+        self._live(method)
+        if self._name in self._host.vanish_on_pin:
+            self._host.vanish_on_pin.discard(self._name)
+            self.destroy()
+            raise libvirtError('Domain not found', VIR_ERR_NO_DOMAIN)
+        if self._host.busy[self._name] > 0:
+            self._host.busy[self._name] -= 1
+            raise libvirtError('Timed out during operation: cannot acquire '
+                               'state change lock', VIR_ERR_OPERATION_TIMEOUT)
+
+    def _cpus(self, cpumap, flags):
+        if flags != VIR_DOMAIN_AFFECT_LIVE:
+            raise libvirtError('test expects AFFECT_LIVE only, got %r'
+                               % flags, VIR_ERR_INVALID_ARG)
+        if len(cpumap) > self._host.ncpus:
+            raise libvirtError('cpumap longer than the host has CPUs',
+                               VIR_ERR_INVALID_ARG)
+        cpus = tuple(i for i, used in enumerate(cpumap) if used)
+        if not cpus:
+            raise libvirtError('empty cpumap', VIR_ERR_INVALID_ARG)
+        return cpus
+
+    def pinVcpuFlags(self, vcpu, cpumap, flags):  # noqa: N802
+        self._pin_faults('pinVcpuFlags')
+        if not 0 <= vcpu < self.vcpus:
+            raise libvirtError('vcpu %d is out of range of live cpu count'
+                               % vcpu, VIR_ERR_INVALID_ARG)
+        self.vcpu_pins[vcpu] = self._cpus(cpumap, flags)
+        return 0
+
+    def pinEmulator(self, cpumap, flags):  # noqa: N802
+        self._pin_faults('pinEmulator')
+        self.emulator_pin = self._cpus(cpumap, flags)
+        return 0
+
+    def pinIOThread(self, iothread, cpumap, flags):  # noqa: N802
+        self._pin_faults('pinIOThread')
+        self.iothread_pins[iothread] = self._cpus(cpumap, flags)
+        return 0
+
+    def setNumaParameters(self, params, flags):  # noqa: N802
+        self._pin_faults('setNumaParameters')
+        self.numa_nodeset = params[VIR_DOMAIN_NUMA_NODESET]
+        return 0
+
+    def vcpuPinInfo(self, flags):  # noqa: N802
+        self._call('vcpuPinInfo')
+        every = tuple(range(self._host.ncpus))
+        return [tuple(i in self.vcpu_pins.get(v, every)
+                      for i in range(self._host.ncpus))
+                for v in range(self.vcpus)]
+
+    def emulatorPinInfo(self, flags):  # noqa: N802
+        self._call('emulatorPinInfo')
+        cpus = self.emulator_pin or tuple(range(self._host.ncpus))
+        return tuple(i in cpus for i in range(self._host.ncpus))
+
+    def destroy(self):
+        self._host.domains.pop(self._uuid, None)
+        self.active = False
+        return 0
+
+
+class FakeConnection:
+
+    def __init__(self, host, uri):
+        self._host = host
+        self.uri = uri
+        self.closed = False
+
+    def _call(self, method):
+        if self.closed:
+            raise libvirtError('internal error: client socket is closed',
+                               VIR_ERR_INTERNAL_ERROR, VIR_FROM_RPC)
+        self._host.count(method)
+
+    def isAlive(self):  # noqa: N802 - local, like libvirt's
+        return int(not self.closed and not self._host.down)
+
+    def close(self):
+        self.closed = True
+        return 0
+
+    def getCapabilities(self):  # noqa: N802
+        self._call('getCapabilities')
+        return self._host.capabilities
+
+    def listAllDomains(self, flags=0):  # noqa: N802
+        self._call('listAllDomains')
+        doms = list(self._host.domains.values())
+        if flags & VIR_CONNECT_LIST_DOMAINS_ACTIVE:
+            doms = [d for d in doms if d.active]
+        return doms
+
+    def lookupByUUIDString(self, uuid):  # noqa: N802
+        self._call('lookupByUUIDString')
+        try:
+            return self._host.domains[uuid]
+        except KeyError:
+            raise libvirtError('Domain not found: no domain with matching '
+                               'uuid %r' % uuid, VIR_ERR_NO_DOMAIN) from None
+
+
+_HOSTS = {}
+
+
+def register(uri, host):
+    _HOSTS[uri] = host
+
+
+def unregister(uri):
+    _HOSTS.pop(uri, None)
+
+
+def open(uri):  # noqa: A001 - libvirt's name
+    host = _HOSTS.get(uri)
+    if host is None:
+        raise libvirtError('no fake host registered for %s' % uri,
+                           VIR_ERR_SYSTEM_ERROR, VIR_FROM_RPC)
+    host.count('open')
+    conn = FakeConnection(host, uri)
+    host.connections.append(conn)
+    return conn
+
+
+def drop_connections(host):
+    """Simulate libvirtd restarting: every open connection is closed."""
+    for conn in host.connections:
+        conn.closed = True
+
+
+def _expand(text):
+    cpus = []
+    for part in text.split(','):
+        lo, _, hi = part.partition('-')
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(cpus)
+
+
+def _fmt(cpus):
+    return ','.join(str(c) for c in cpus)

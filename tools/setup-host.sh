@@ -1,0 +1,94 @@
+#!/bin/bash
+# Prepare this machine (Debian 12, root) for the demo and the functional
+# tests: Debian packages, the libvirt-qemu user, virtlogd and libvirtd.
+# Idempotent: run it as often as you like; it (re)starts the daemons only
+# when they are not answering. These machines have no systemd, so the
+# daemons are started by hand.
+#
+#   tools/setup-host.sh                 # packages + daemons
+#   tools/setup-host.sh --packages-only # packages only (lint/unit tests)
+#
+# It writes the guest type that works here (kvm, or qemu when /dev/kvm
+# cannot run a guest) to /run/nova-pinning-hooks/virt-type.
+set -euo pipefail
+
+packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+          libvirt-dev qemu-system-x86 pkg-config python3-venv python3-dev
+          gcc git)
+uri=qemu:///system
+state=/run/nova-pinning-hooks
+
+log() { echo "setup-host: $*"; }
+
+if [ "$(id -u)" != 0 ]; then
+    echo "setup-host.sh: run me as root" >&2
+    exit 2
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+        || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[ "${1:-}" = "--packages-only" ] && exit 0
+
+getent group kvm >/dev/null || groupadd -r kvm
+getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+id libvirt-qemu >/dev/null 2>&1 || \
+    useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin \
+        libvirt-qemu
+[ -e /dev/kvm ] && chgrp kvm /dev/kvm && chmod 660 /dev/kvm
+mkdir -p /var/log/libvirt/qemu /var/run/libvirt /var/lib/libvirt/qemu \
+         /var/cache/libvirt/qemu "$state"
+
+answering() {
+    timeout 10 virsh -q -c "$uri" version >/dev/null 2>&1
+}
+
+if ! pgrep -x virtlogd >/dev/null; then
+    log "starting virtlogd"
+    virtlogd -d
+fi
+if ! answering; then
+    if pgrep -x libvirtd >/dev/null; then
+        log "libvirtd does not answer: restarting it"
+        pkill -x libvirtd || true
+        for _ in $(seq 50); do pgrep -x libvirtd >/dev/null || break; sleep 0.2; done
+        pkill -9 -x libvirtd 2>/dev/null || true
+    fi
+    rm -f /var/run/libvirtd.pid
+    log "starting libvirtd"
+    libvirtd -d
+    for _ in $(seq 100); do answering && break; sleep 0.3; done
+    if ! answering; then
+        echo "setup-host.sh: libvirtd did not answer on $uri within 30 s" >&2
+        exit 1
+    fi
+fi
+
+# Does KVM really run a guest here? A nested /dev/kvm can exist and fail.
+if [ ! -s "$state/virt-type" ]; then
+    virt_type=qemu
+    if [ -r /dev/kvm ]; then
+        probe=$(mktemp /tmp/nph-probe.XXXXXX.xml)
+        cat > "$probe" <<'XML'
+<domain type='kvm'><name>nph-kvm-probe</name><memory unit='MiB'>16</memory>
+<vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os>
+<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>
+XML
+        virsh -q -c "$uri" destroy nph-kvm-probe >/dev/null 2>&1 || true
+        if timeout 60 virsh -q -c "$uri" create "$probe" >/dev/null 2>&1; then
+            virt_type=kvm
+            virsh -q -c "$uri" destroy nph-kvm-probe >/dev/null 2>&1 || true
+        fi
+        rm -f "$probe"
+    fi
+    echo "$virt_type" > "$state/virt-type"
+fi
+log "libvirtd answers on $uri; guests run as type '$(cat "$state/virt-type")'"

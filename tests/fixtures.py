@@ -14,7 +14,6 @@ each domain's memory placement from the fake instead of /proc.
 
 import fixtures
 
-from nova_pinning_hooks import virt
 from tests import fakelibvirt
 
 

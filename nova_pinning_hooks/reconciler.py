@@ -131,8 +131,11 @@ class Reconciler:
         p = policy.make_plan(snap.host, snap.guests, snap.options)
         return snap, p, plan_mod.changes(p, snap.guests)
 
-    def run_pass(self, dry_run=False):
-        """One pass under the host-wide lock. Never raises."""
+    def run_pass(self, dry_run=False, log_errors=True):
+        """One pass under the host-wide lock. Never raises.
+
+        ``log_errors=False`` leaves reporting a refused pass (bad settings
+        or snapshot) to the caller, so the CLI prints one message."""
         start = time.monotonic()
         result = PassResult(dry_run=dry_run)
         try:
@@ -149,7 +152,8 @@ class Reconciler:
         except (SettingsError, snapshot_mod.SnapshotError,
                 policy.PolicyError) as exc:
             result.error = str(exc)
-            LOG.error('rebinding pass not run: %s', exc)
+            if log_errors:
+                LOG.error('rebinding pass not run: %s', exc)
         except Exception as exc:
             result.error = '%s: %s' % (type(exc).__name__, exc)
             LOG.exception('rebinding pass failed')

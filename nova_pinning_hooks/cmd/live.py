@@ -88,7 +88,8 @@ def _isolation_text(iso):
 def cmd_rebind(conf):
     rec = _reconciler(conf)
     try:
-        result = rec.run_pass(dry_run=conf.command.dry_run)
+        result = rec.run_pass(dry_run=conf.command.dry_run,
+                              log_errors=False)
     finally:
         rec.close()
     if result.error:

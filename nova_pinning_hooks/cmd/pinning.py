@@ -138,4 +138,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    # Run the imported module, not __main__, so that the exception types
+    # shared with cmd.live are the same objects.
+    from nova_pinning_hooks.cmd import pinning as _pinning
+    sys.exit(_pinning.main())

@@ -1,0 +1,163 @@
+"""Rebinding real qemu guests on this host (2 CPUs, 1 NUMA node).
+
+The ratio and the reserved CPUs decide the mode: with no CPU reserved, two
+1-vCPU guests get a pCPU each (one-to-one); with CPU 0 reserved the pool is
+{1}, so two guests share it (node range, ratio 4) or oversubscribe the
+host (host range, ratio 1). Every expectation is checked in libvirt and in
+/proc.
+"""
+
+import json
+import subprocess
+
+import fixtures
+
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import reconciler
+from nova_pinning_hooks import virt
+from tests.functional import base
+
+S = cpuset.parse
+
+
+class TestRebind(base.FunctionalTestCase):
+
+    def rebind(self):
+        rec = reconciler.Reconciler(self.conf)
+        self.addCleanup(rec.close)
+        result = rec.run_pass()
+        self.assertIsNone(result.error)
+        return result
+
+    def modes(self, result):
+        return {gp.name[len(base.PREFIX):]: (gp.mode, gp.rule)
+                for gp in result.plan.guests
+                if gp.name.startswith(base.PREFIX)}
+
+    def test_one_to_one_then_idempotent(self):
+        a, b = self.boot('a'), self.boot('b')
+        first = self.rebind()
+        self.assertEqual('dedicated', self.modes(first)['a'][0])
+        pins_a, pins_b = self.libvirt_pins(a), self.libvirt_pins(b)
+        self.assertEqual({S('0'), S('1')}, {pins_a[0], pins_b[0]})
+        self.assertPinned(a, pins_a)
+        self.assertPinned(b, pins_b)
+        # Emulator threads follow the vCPU: the qemu main thread too.
+        self.assertEqual(pins_a[0], self.cpus_allowed(self.pid(a)))
+        second = self.rebind()
+        self.assertEqual([], second.changes)
+        self.assertEqual(0, second.calls['write'])
+        self.assertGreater(first.calls['write'], 0)
+
+    def test_node_range(self):
+        self.cf.config(group='nova_pinning', reserved_cpus='0')
+        a, b = self.boot('a'), self.boot('b')
+        result = self.rebind()
+        self.assertEqual(('node-range', 'rule-2-node-range'),
+                         self.modes(result)['a'])
+        self.assertPinned(a, {0: S('1')})
+        self.assertPinned(b, {0: S('1')})
+
+    def test_host_range(self):
+        self.cf.config(group='nova_pinning', reserved_cpus='0',
+                       allocation_ratio=1.0)
+        a, b = self.boot('a'), self.boot('b')
+        result = self.rebind()
+        self.assertEqual(('host-range', 'rule-1-host-range'),
+                         self.modes(result)['a'])
+        self.assertPinned(a, {0: S('1')})
+        self.assertPinned(b, {0: S('1')})
+
+    def test_mode_change_repins_the_node(self):
+        a = self.boot('a')
+        self.rebind()
+        self.assertEqual(1, len(self.libvirt_pins(a)[0]))
+        self.boot('b')
+        self.boot('c')
+        result = self.rebind()
+        self.assertEqual('node-range', self.modes(result)['a'][0])
+        self.assertPinned(a, {0: S('0-1')})
+
+    def test_guest_destroyed_in_the_middle_of_a_pass(self):
+        a, b = self.boot('a'), self.boot('b')
+        original = virt.Host.apply
+
+        def destroy_then_apply(host, changes):
+            a.destroy()  # after the read, before the writes
+            return original(host, changes)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.virt.Host.apply', destroy_then_apply))
+        result = self.rebind()
+        skipped = {c.name for c, _ in result.skipped}
+        self.assertEqual({a.name()}, skipped)
+        self.assertEqual(1, len(self.libvirt_pins(b)[0]))
+        self.assertPinned(b, self.libvirt_pins(b))
+
+    def test_libvirtd_restarted_between_passes(self):
+        a = self.boot('a')
+        rec = reconciler.Reconciler(self.conf)
+        self.addCleanup(rec.close)
+        self.assertIsNone(rec.run_pass().error)
+        subprocess.run(['pkill', '-x', 'libvirtd'], check=False)
+        subprocess.run([base.TOP + '/tools/setup-host.sh'], check=True,
+                       capture_output=True, timeout=120)
+        self.conn = self.libvirt.open(base.URI)  # the test's died too
+        self.addCleanup(self.conn.close)
+        a = self.conn.lookupByName(a.name())  # qemu survived the restart
+        b = self.boot('b')
+        result = rec.run_pass()  # the same reconciler: its connection died
+        self.assertIsNone(result.error)
+        self.assertEqual({b.name()}, {c.name for c in result.applied})
+        self.assertPinned(a, self.libvirt_pins(a))
+        self.assertPinned(b, self.libvirt_pins(b))
+        self.assertNotEqual(self.libvirt_pins(a), self.libvirt_pins(b))
+
+
+class TestCommands(base.FunctionalTestCase):
+
+    def test_rebind_status_snapshot(self):
+        a = self.boot('a')
+        proc = self.cli('rebind')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertIn(a.name(), proc.stdout)
+        self.assertIn('libvirt calls', proc.stdout)
+        self.assertPinned(a, self.libvirt_pins(a))
+        self.assertEqual(1, len(self.libvirt_pins(a)[0]))
+
+        proc = self.cli('status', '--format', 'json')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        guest = {g['name']: g for g in json.loads(proc.stdout)['guests']}[
+            a.name()]
+        self.assertTrue(guest['live_matches_plan'])
+        self.assertEqual('dedicated', guest['mode'])
+
+        proc = self.cli('status')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertIn('node 0:', proc.stdout)
+
+        proc = self.cli('snapshot')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        snap = json.loads(proc.stdout)
+        self.assertEqual(4.0, snap['allocation_ratio'])
+        names = [d['xml'] for d in snap['domains']]
+        self.assertTrue(any(a.name() in x for x in names))
+        dom = [d for d in snap['domains'] if a.name() in d['xml']][0]
+        self.assertGreater(dom['memory_by_node_kib'].get('0', 0), 0)
+
+    def test_rebind_dry_run_writes_nothing(self):
+        a = self.boot('a')
+        before = self.kernel_pins(a)
+        proc = self.cli('rebind', '--dry-run')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertIn('would set', proc.stdout)
+        self.assertEqual(before, self.kernel_pins(a))
+
+    def test_bad_configuration_is_one_message(self):
+        self.cf.config(group='nova_pinning', reserved_cpus='0-7')
+        self.boot('a')
+        proc = self.cli('rebind')
+        self.assertEqual(2, proc.returncode, proc.stderr)
+        self.assertEqual('', proc.stdout)
+        self.assertIn('reserved_cpus', proc.stderr)
+        self.assertEqual(1, len(proc.stderr.strip().splitlines()),
+                         proc.stderr)

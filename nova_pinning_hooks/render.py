@@ -42,9 +42,13 @@ def plan_table(p, host, guests, change_list=(), title=None):
     return '\n'.join(lines) + '\n'
 
 
+def _by_name(p):
+    return sorted(p.guests, key=lambda gp: (gp.name, gp.uuid))
+
+
 def _keys(p):
     keys, i = {}, 0
-    for gp in p.guests:
+    for gp in _by_name(p):
         if gp.mode == plan_mod.DEDICATED:
             keys[gp.uuid] = KEYS[i] if i < len(KEYS) else '*'
             i += 1
@@ -122,7 +126,7 @@ def _guest_rows(p, keys, change_list):
             pending[c.uuid] = pending.get(c.uuid, 0) + 1
     rows = [('key', 'guest', 'mode', 'home', 'vCPUs', 'pins', 'live',
              'rule: reason')]
-    for gp in p.guests:
+    for gp in _by_name(p):
         rows.append((
             keys.get(gp.uuid, RANGE_MARKS.get(gp.mode, '-')),
             gp.name, gp.mode,

@@ -23,9 +23,13 @@ virt_type=$(cat /run/nova-pinning-hooks/virt-type 2>/dev/null || echo qemu)
 
 venv="$top/.venv"
 if [ ! -x "$venv/bin/nova-pinning" ]; then
+    echo "installing nova-pinning-hooks into $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q -e "$top"
+    if ! { "$venv/bin/pip" install -q --upgrade pip &&
+           "$venv/bin/pip" install -q -e "$top"; } >"$venv.log" 2>&1; then
+        cat "$venv.log" >&2
+        exit 1
+    fi
 fi
 np="$venv/bin/nova-pinning"
 
@@ -72,7 +76,7 @@ step "boot two tiny guests"
 boot nph-demo-1
 boot nph-demo-2
 
-step "status before: the guests float over every CPU"
+step "status before: the plan, and the live pins that differ from it"
 "$np" --config-file "$conf" status
 
 step "rebind: one pass"

@@ -85,7 +85,10 @@ pinning_opts = [
                     'manager methods (entry point namespace nova.hooks).'),
     cfg.ListOpt('hooked_methods',
                 default=[
-                    'build_and_run_instance', 'terminate_instance',
+                    # build_and_run_instance returns before the guest
+                    # exists (it spawns the build); this runs the build.
+                    '_do_build_and_run_instance', 'init_host',
+                    'terminate_instance',
                     'stop_instance', 'start_instance', 'reboot_instance',
                     'rebuild_instance', 'soft_delete_instance',
                     'restore_instance', 'rescue_instance',
@@ -97,6 +100,11 @@ pinning_opts = [
                     'shelve_instance', 'shelve_offload_instance',
                     'unshelve_instance', 'suspend_instance',
                     'resume_instance', 'pause_instance', 'unpause_instance',
+                    'finish_snapshot_based_resize_at_dest',
+                    'revert_snapshot_based_resize_at_dest',
+                    'finish_revert_snapshot_based_resize_at_source',
+                    # The seed's cloud had it; upstream nova does not.
+                    'live_resize',
                 ],
                 help='nova.compute.manager.ComputeManager methods after '
                      'which the guests are re-bound. Methods a nova '

@@ -1,0 +1,95 @@
+"""nova's hook mechanism, as ``nova/hooks.py`` had it before Nova 22.
+
+A hook is an object registered under the stevedore namespace
+``nova.hooks`` with optional ``pre(*args, **kwargs)`` and
+``post(rv, *args, **kwargs)`` methods; ``add_hook(name)`` decorates a
+function so that the hooks named ``name`` run before and after it.
+
+Semantics (kept from nova):
+
+* ``pre`` hooks run before the function, ``post`` hooks after it returned
+  (not when it raised), with its return value first;
+* a hook raising ``FatalHookException`` stops the call: the exception
+  reaches the caller; any other exception is logged and ignored;
+* the function's return value and exceptions are never changed.
+
+Where nova still has ``nova.hooks`` (Nova 21 and older), its own
+``add_hook`` and ``FatalHookException`` are used instead of these.
+"""
+
+import functools
+
+from oslo_log import log as logging
+import stevedore
+
+LOG = logging.getLogger(__name__)
+NAMESPACE = 'nova.hooks'
+
+
+class FatalHookException(Exception):
+    """A hook failed in a way that must stop the hooked operation."""
+
+
+class HookManager(stevedore.hook.HookManager):
+    """The hooks registered under one name, loaded once."""
+
+    def __init__(self, name):
+        super().__init__(NAMESPACE, name, invoke_on_load=True)
+
+    def _run(self, name, method_type, args, kwargs):
+        for ext in self.extensions:
+            hook = getattr(ext.obj, method_type, None)
+            if hook is None:
+                continue
+            try:
+                hook(*args, **kwargs)
+            except FatalHookException:
+                raise
+            except Exception:
+                LOG.exception('%s hook %s failed; ignored', method_type,
+                              name)
+
+    def run_pre(self, name, args, kwargs):
+        self._run(name, 'pre', args, kwargs)
+
+    def run_post(self, name, rv, args, kwargs):
+        self._run(name, 'post', (rv,) + tuple(args), kwargs)
+
+
+_MANAGERS = {}
+
+
+def manager(name):
+    """The (cached) HookManager of ``name``."""
+    mgr = _MANAGERS.get(name)
+    if mgr is None:
+        mgr = _MANAGERS[name] = HookManager(name)
+    return mgr
+
+
+def reset():
+    """Forget loaded hooks (tests)."""
+    _MANAGERS.clear()
+
+
+def add_hook(name):
+    """Decorator: run the ``name`` hooks around the function."""
+    def outer(func):
+        @functools.wraps(func)
+        def inner(*args, **kwargs):
+            mgr = manager(name)
+            mgr.run_pre(name, args, kwargs)
+            rv = func(*args, **kwargs)
+            mgr.run_post(name, rv, args, kwargs)
+            return rv
+        return inner
+    return outer
+
+
+def nova_add_hook():
+    """nova's own ``add_hook`` where nova still has it, else None."""
+    try:
+        from nova import hooks as nova_hooks
+    except ImportError:
+        return None
+    return getattr(nova_hooks, 'add_hook', None)

@@ -1,0 +1,150 @@
+"""The overcommit file: nova's CPU allocation ratio and CPU sets, on disk.
+
+nova never writes its overcommit ratio anywhere a pass could read it, so
+the nova plugin writes it at nova-compute start (``write``) and every pass
+reads it (``read``).
+
+Invariants:
+
+* ``write`` is atomic: a temporary file in the same directory, fsync'd,
+  renamed over the old one; readers see the old file or the new one,
+  never half of one. The file is 0644 and its directory 0755: nothing
+  here is world-writable.
+* ``read`` accepts only a complete, valid file: a missing, unreadable or
+  corrupt file, a ratio that is not a number > 0, or a CPU set that does
+  not parse raises ``OvercommitError`` with one message naming the file.
+"""
+
+import datetime
+import json
+import math
+import os
+import socket
+import tempfile
+import typing
+
+from nova_pinning_hooks import cpuset
+
+VERSION = 1
+
+
+class OvercommitError(Exception):
+    """The overcommit file is missing or unusable."""
+
+
+class OvercommitInfo(typing.NamedTuple):
+    allocation_ratio: float
+    shared_cpus: object  # CPU set text or None
+    dedicated_cpus: object  # CPU set text or None
+    reserved_host_cpus: int
+    host: str
+    written_at: str
+    ratio_source: str
+
+
+def effective_ratio(cpu_allocation_ratio, initial_cpu_allocation_ratio):
+    """nova's rule: cpu_allocation_ratio unless unset (None or 0.0), then
+    initial_cpu_allocation_ratio. Returns (ratio, name of its option)."""
+    if cpu_allocation_ratio:
+        return float(cpu_allocation_ratio), 'cpu_allocation_ratio'
+    return (float(initial_cpu_allocation_ratio or 0.0),
+            'initial_cpu_allocation_ratio')
+
+
+def from_nova_conf(conf):
+    """The file's content from nova's configuration object."""
+    ratio, source = effective_ratio(conf.cpu_allocation_ratio,
+                                    conf.initial_cpu_allocation_ratio)
+    shared = conf.compute.cpu_shared_set
+    # Before Train, vcpu_pin_set named the CPUs guests may use.
+    if not shared and getattr(conf, 'vcpu_pin_set', None):
+        shared = conf.vcpu_pin_set
+    return {'version': VERSION,
+            'host': getattr(conf, 'host', None) or socket.gethostname(),
+            'written_at': datetime.datetime.now(
+                datetime.timezone.utc).isoformat(timespec='seconds'),
+            'allocation_ratio': ratio,
+            'ratio_source': source,
+            'shared_cpus': shared or None,
+            'dedicated_cpus': conf.compute.cpu_dedicated_set or None,
+            'reserved_host_cpus': int(conf.reserved_host_cpus or 0)}
+
+
+def write(path, content):
+    """Atomically replace ``path`` with ``content`` (a dict) as JSON."""
+    _check(content, path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.overcommit.')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            json.dump(content, f, indent=1, sort_keys=True)
+            f.write('\n')
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass  # never created or already renamed
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
+
+
+def read(path):
+    """The validated content of the file; OvercommitError if unusable."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            content = json.load(f)
+    except FileNotFoundError:
+        raise OvercommitError(
+            'overcommit file %s does not exist: start nova-compute with '
+            'the nova-pinning-hooks plugin enabled, or set [nova_pinning] '
+            'allocation_ratio' % path) from None
+    except OSError as exc:
+        raise OvercommitError('overcommit file %s cannot be read: %s'
+                              % (path, exc.strerror or exc)) from None
+    except ValueError as exc:
+        raise OvercommitError('overcommit file %s is corrupt: %s'
+                              % (path, exc)) from None
+    _check(content, path)
+    return OvercommitInfo(
+        allocation_ratio=float(content['allocation_ratio']),
+        shared_cpus=content.get('shared_cpus'),
+        dedicated_cpus=content.get('dedicated_cpus'),
+        reserved_host_cpus=int(content.get('reserved_host_cpus') or 0),
+        host=str(content.get('host') or ''),
+        written_at=str(content.get('written_at') or ''),
+        ratio_source=str(content.get('ratio_source') or ''))
+
+
+def _check(content, path):
+    if not isinstance(content, dict):
+        raise OvercommitError('overcommit file %s is corrupt: not a JSON '
+                              'object' % path)
+    if content.get('version') != VERSION:
+        raise OvercommitError('overcommit file %s has unknown version %r'
+                              % (path, content.get('version')))
+    ratio = content.get('allocation_ratio')
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or \
+            not math.isfinite(ratio) or ratio <= 0:
+        raise OvercommitError('overcommit file %s: allocation_ratio must be '
+                              'a number > 0, not %r' % (path, ratio))
+    for key in ('shared_cpus', 'dedicated_cpus'):
+        value = content.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise OvercommitError('overcommit file %s: %s must be a CPU set '
+                                  'string' % (path, key))
+        try:
+            cpuset.parse(value)
+        except cpuset.CpusetError as exc:
+            raise OvercommitError('overcommit file %s: %s: %s'
+                                  % (path, key, exc)) from None

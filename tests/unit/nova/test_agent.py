@@ -1,0 +1,171 @@
+"""The in-nova runtime: activation, passes in or out of process, the
+notifier switch."""
+
+import sys
+import time
+from unittest import mock
+
+import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import testtools
+
+from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import overcommit
+from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import hooks
+from nova_pinning_hooks.nova import notifier
+from tests.fixtures import FakeLibvirtFixture
+from tests.unit import hosts
+from tests.unit.nova.test_hooks import FakeManager
+
+
+def nova_like_conf(test, **pinning):
+    """A ConfigOpts with the nova options the agent reads."""
+    conf = cfg.ConfigOpts()
+    conf.register_opts([cfg.FloatOpt('cpu_allocation_ratio'),
+                        cfg.FloatOpt('initial_cpu_allocation_ratio',
+                                     default=4.0),
+                        cfg.IntOpt('reserved_host_cpus', default=0),
+                        cfg.StrOpt('vcpu_pin_set'),
+                        cfg.StrOpt('host', default='compute-1')])
+    conf.register_opts([cfg.StrOpt('cpu_shared_set'),
+                        cfg.StrOpt('cpu_dedicated_set')], group='compute')
+    conf_mod.register_opts(conf)
+    cf = test.useFixture(config_fixture.Config(conf))
+    tmp = test.useFixture(fixtures.TempDir()).path
+    values = dict(lock_path=tmp, overcommit_file=tmp + '/oc.json',
+                  coalesce_delay=0, periodic_interval=0)
+    values.update(pinning)
+    cf.config(group='nova_pinning', **values)
+    conf([], default_config_files=[])
+    return conf
+
+
+class AgentTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(agent.deactivate)
+        self.addCleanup(hooks.reset)
+        self.cls = type('Manager', (FakeManager,), dict(vars(FakeManager)))
+        self.fake = self.useFixture(
+            FakeLibvirtFixture(hosts.load('small-1node'))).host
+
+
+class TestActivate(AgentTestCase):
+
+    def test_activation_writes_overcommit_hooks_and_first_pass(self):
+        conf = nova_like_conf(self)
+        self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
+        a = agent.activate(conf, manager_cls=self.cls)
+        self.assertIs(a, agent.activate(conf, manager_cls=self.cls))
+        self.assertEqual(4.0, overcommit.read(
+            conf.nova_pinning.overcommit_file).allocation_ratio)
+        self.assertTrue(getattr(self.cls.stop_instance,
+                                '_nova_pinning_hook', None))
+        self.assertTrue(a.coalescer.request('test', wait=True, timeout=10))
+        self.assertIsNone(a.last_result.error)
+        self.assertEqual(2, len(self.fake.by_name('g').vcpu_pins))
+
+    def test_hooked_operation_rebinds(self):
+        conf = nova_like_conf(self)
+        a = agent.activate(conf, manager_cls=self.cls)
+        a.coalescer.request('settle', wait=True, timeout=10)
+        self.fake.add_domain('new', 1, xml=hosts.domain_xml('new', 1))
+        self.cls().stop_instance('ctx', 'inst')
+        self.assertTrue(a.coalescer.request('after', wait=True, timeout=10))
+        self.assertEqual(1, len(self.fake.by_name('new').vcpu_pins))
+
+    def test_disabled_installs_nothing(self):
+        conf = nova_like_conf(self, enabled=False)
+        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
+        self.assertFalse(agent.request_pass('x'))
+
+    def test_unwritable_overcommit_file_is_logged_not_raised(self):
+        conf = nova_like_conf(self, overcommit_file='/proc/nope/oc.json')
+        logs = self.useFixture(fixtures.FakeLogger())
+        a = agent.activate(conf, manager_cls=self.cls)
+        self.assertIsNotNone(a)
+        self.assertIn('cannot write the overcommit file', logs.output)
+        a.coalescer.request('x', wait=True, timeout=10)
+        self.assertIn('does not exist', a.last_result.error)
+
+    def test_periodic_safety_net(self):
+        conf = nova_like_conf(self, periodic_interval=1)
+        a = agent.activate(conf, manager_cls=self.cls)
+        a.coalescer.request('settle', wait=True, timeout=10)
+        passes = a.coalescer.passes
+        self.fake.add_domain('late', 1, xml=hosts.domain_xml('late', 1))
+        for _ in range(50):  # no request: only the timer can pin it
+            if self.fake.by_name('late').vcpu_pins:
+                break
+            time.sleep(0.1)
+        self.assertEqual(1, len(self.fake.by_name('late').vcpu_pins))
+        self.assertGreater(a.coalescer.passes, passes)
+
+
+class TestOutOfProcess(AgentTestCase):
+
+    def test_eventlet_detection_reads_sys_modules_only(self):
+        self.assertNotIn('eventlet', sys.modules)
+        self.assertFalse(agent.eventlet_patched())
+        patcher = mock.Mock()
+        patcher.is_monkey_patched.return_value = True
+        with mock.patch.dict(sys.modules, {'eventlet.patcher': patcher}):
+            self.assertTrue(agent.eventlet_patched())
+        self.assertNotIn('eventlet', sys.modules)
+
+    def test_child_process_argv_carries_nova_config(self):
+        conf = nova_like_conf(self)
+        a = agent.Agent(conf, out_of_process=True)
+        self.addCleanup(a.stop)
+        a.conf = mock.Mock(config_file=['/etc/nova/nova.conf',
+                                        '/etc/nova/nova-compute.conf'],
+                           config_dir=None)
+        argv = a.child_argv()
+        self.assertEqual([sys.executable, '-m',
+                          'nova_pinning_hooks.cmd.pinning', '--config-file',
+                          '/etc/nova/nova.conf', '--config-file',
+                          '/etc/nova/nova-compute.conf', 'rebind'], argv)
+
+    def test_child_failure_is_logged(self):
+        conf = nova_like_conf(self)
+        a = agent.Agent(conf, out_of_process=True)
+        self.addCleanup(a.stop)
+        logs = self.useFixture(fixtures.FakeLogger())
+        # A child that cannot find its configuration fails; it is logged.
+        with mock.patch.object(a, 'child_argv', return_value=[
+                sys.executable, '-c', 'import sys; sys.stderr.write('
+                '"nova-pinning: error: boom\\n"); sys.exit(2)']):
+            self.assertTrue(a.coalescer.request('x', wait=True, timeout=30))
+        self.assertEqual(2, a.last_result)
+        self.assertIn('exited 2: nova-pinning: error: boom', logs.output)
+
+
+class TestNotifierSwitch(AgentTestCase):
+
+    def test_other_nova_services_ignore_it(self):
+        conf = nova_like_conf(self)
+        with mock.patch.object(agent, 'in_nova_compute', return_value=False):
+            notifier.ActivationDriver(conf, topics=['n'], transport=None)
+        self.assertIsNone(agent.current())
+
+    def test_activation_failure_never_reaches_nova(self):
+        conf = nova_like_conf(self)
+        with mock.patch.object(agent, 'in_nova_compute',
+                               return_value=True), \
+                mock.patch.object(agent, 'activate',
+                                  side_effect=RuntimeError('broken')):
+            drv = notifier.ActivationDriver(conf, topics=['n'],
+                                            transport=None)
+        self.assertIsNone(drv.notify({}, {'event_type': 'x'}, 'INFO', -1))
+
+    def test_in_nova_compute(self):
+        with mock.patch.object(sys, 'argv', ['/usr/bin/nova-compute']):
+            self.assertTrue(agent.in_nova_compute())
+        with mock.patch.object(sys, 'argv', ['/usr/bin/nova-api']), \
+                mock.patch.dict(sys.modules):
+            sys.modules.pop('nova.cmd.compute', None)
+            self.assertFalse(agent.in_nova_compute())

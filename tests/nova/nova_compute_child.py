@@ -1,0 +1,154 @@
+"""Start up like nova-compute, switch nova-pinning-hooks on the way an
+operator does, exercise a hooked method, and print a JSON report.
+
+Run as a child process by test_nova.py (one process per concurrency mode,
+since monkey patching is process-wide):
+
+    python nova_compute_child.py threading|eventlet CONFIG_FILE [fake]
+
+``fake`` swaps libvirt for tests/fakelibvirt.py with one nova guest, so
+the in-process pass can be checked; without it passes use the libvirt of
+the configuration.
+"""
+
+import inspect
+import json
+import os
+import sys
+from unittest import mock
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+mode, conf_path = sys.argv[1], sys.argv[2]
+use_fake = len(sys.argv) > 3 and sys.argv[3] == 'fake'
+os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = (
+    '1' if mode == 'threading' else '0')
+sys.argv = ['nova-compute', '--config-file', conf_path]
+
+# What the nova-compute console script does first: importing
+# nova.cmd.compute applies (or forbids) eventlet monkey patching.
+import nova.cmd.compute  # noqa: E402,F401
+
+from nova.compute import manager  # noqa: E402
+
+if use_fake:
+    sys.path.insert(0, TOP)
+    from nova_pinning_hooks import virt  # noqa: E402
+    from tests import fakelibvirt  # noqa: E402
+    from tests.unit import hosts  # noqa: E402
+    virt.libvirt = fakelibvirt
+    FAKE = fakelibvirt.FakeHost(hosts.load('small-1node'))
+    fakelibvirt.register('qemu:///system', FAKE)
+    FAKE.add_domain('instance-00000001', 2,
+                    xml=hosts.domain_xml('instance-00000001', 2))
+    virt.Host._memory_from_proc = lambda self, name: {'0': 65536}
+
+CM = manager.ComputeManager
+before = {name: (str(inspect.signature(getattr(CM, name))),
+                 getattr(CM, name).__doc__,
+                 getattr(getattr(CM, name), '__name__', None))
+          for name in dir(CM) if callable(getattr(CM, name, None))
+          and not name.startswith('__')}
+
+from nova import config  # noqa: E402
+from nova import context as nova_context  # noqa: E402
+from nova import objects  # noqa: E402
+
+# nova-compute's own start-up: parsing the configuration initialises
+# oslo.messaging, which loads the configured notification drivers,
+# nova_pinning among them: that activates the hooks.
+config.parse_args(sys.argv)
+objects.register_all()
+
+from nova_pinning_hooks.nova import agent  # noqa: E402
+from nova_pinning_hooks.nova import hookpoints  # noqa: E402
+
+# In threading mode nova forbids importing eventlet from now on: every
+# module of the package must still import.
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
+
+import nova_pinning_hooks  # noqa: E402
+
+imported = []
+for info in pkgutil.walk_packages(nova_pinning_hooks.__path__,
+                                  'nova_pinning_hooks.'):
+    importlib.import_module(info.name)
+    imported.append(info.name)
+
+report = {'mode': mode, 'imported': imported,
+          'eventlet_loaded': 'eventlet' in sys.modules,
+          'eventlet_patched': agent.eventlet_patched()}
+a = agent.current()
+report['active'] = a is not None
+if a is None:
+    print(json.dumps(report))
+    sys.exit(0)
+report['out_of_process'] = a.out_of_process
+report['wrapped'] = sorted(
+    n for n, v in vars(CM).items()
+    if getattr(v, hookpoints.MARK, None) == 'bind_numa_affinity')
+# Signature, docstring and __name__ as nova's own decorators left them.
+report['signatures_kept'] = all(
+    (str(inspect.signature(getattr(CM, n))), getattr(CM, n).__doc__,
+     getattr(getattr(CM, n), '__name__', None)) == before[n]
+    for n in report['wrapped'])
+
+# The first pass (service start) has run or is queued; let it finish.
+a.coalescer.request('settle', wait=True, timeout=60)
+report['first_pass'] = repr(a.last_result if a.out_of_process
+                            else getattr(a.last_result, 'error', 'n/a'))
+if use_fake:
+    report['fake_pins'] = {
+        str(v): list(c) for v, c in
+        FAKE.by_name('instance-00000001').vcpu_pins.items()}
+
+
+def call_pause(fail):
+    """ComputeManager.pause_instance through nova's own decorators."""
+    ctx = nova_context.get_admin_context()
+    inst = mock.MagicMock()
+    inst.uuid = '6f1c2a44-0000-4000-8000-000000000001'
+    inst.__getitem__.side_effect = lambda k: {'uuid': inst.uuid}[k]
+    mgr = mock.MagicMock()
+    error = RuntimeError('libvirt said no')
+    if fail:
+        mgr.driver.pause.side_effect = error
+    with mock.patch.object(objects.InstanceActionEvent, 'event_start'), \
+            mock.patch.object(objects.InstanceActionEvent,
+                              'event_finish_with_failure'), \
+            mock.patch('nova.compute.utils.notify_about_instance_action'), \
+            mock.patch('nova.compute.utils.add_instance_fault_from_exc'):
+        try:
+            rv = CM.pause_instance(mgr, ctx, inst)
+        except RuntimeError as exc:
+            return {'raised_same': exc is error, 'driver_called':
+                    mgr.driver.pause.called}
+        return {'rv': repr(rv), 'driver_called': mgr.driver.pause.called}
+
+
+requested = a.coalescer._requested
+report['ok_call'] = call_pause(fail=False)
+report['requests_after_ok'] = a.coalescer._requested - requested
+requested = a.coalescer._requested
+report['failed_call'] = call_pause(fail=True)
+report['requests_after_failure'] = a.coalescer._requested - requested
+
+
+@manager.wrap_exception()
+def returns_a_value(self, context, instance):
+    """A method under nova's decorator whose value must come through."""
+    return 42
+
+
+Probe = type('Probe', (), {'returns_a_value': returns_a_value})
+hookpoints.install(Probe, ['returns_a_value'], 'bind_numa_affinity')
+requested = a.coalescer._requested
+report['value_through_hook'] = Probe().returns_a_value(
+    nova_context.get_admin_context(), None)
+report['requests_after_value'] = a.coalescer._requested - requested
+a.coalescer.request('final', wait=True, timeout=60)
+report['last_pass'] = repr(a.last_result if a.out_of_process
+                           else getattr(a.last_result, 'error', 'n/a'))
+print('REPORT ' + json.dumps(report))
+sys.stdout.flush()
+os._exit(0)  # nova's service machinery is not running: skip its teardown

@@ -142,6 +142,9 @@ isolation_opts = [
                                    'init.scope'],
                 help='systemd units confined with AllowedCPUs=; '
                      'machine.slice (the guests) is never in this list.'),
+    cfg.IntOpt('only_descendants_of', min=2,
+               help='Confine only the descendants of this pid, not every '
+                    'host process: for trials and tests.'),
     cfg.StrOpt('state_file', default=DEFAULT_STATE_DIR + '/isolation.json',
                help='Where the agent records what it changed, so that '
                     '"undo" can restore it.'),

@@ -18,12 +18,11 @@ Invariants:
 import datetime
 import json
 import math
-import os
 import socket
-import tempfile
 import typing
 
 from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import statefile
 
 VERSION = 1
 
@@ -73,28 +72,7 @@ def from_nova_conf(conf):
 def write(path, content):
     """Atomically replace ``path`` with ``content`` (a dict) as JSON."""
     _check(content, path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.overcommit.')
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            json.dump(content, f, indent=1, sort_keys=True)
-            f.write('\n')
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # never created or already renamed
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself survives a crash
-    finally:
-        os.close(dir_fd)
+    statefile.write_json(path, content)
 
 
 def read(path):

@@ -21,6 +21,7 @@ import testtools
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks.isolation import agent
+from tests.functional import base
 
 CPUSET = '/sys/fs/cgroup/cpuset'
 GROUP = 'nph-func-host'
@@ -83,12 +84,7 @@ class TestIsolation(testtools.TestCase):
             time.sleep(0.05)
         return proc.pid
 
-    @staticmethod
-    def allowed(pid):
-        with open('/proc/%d/status' % pid) as f:
-            for line in f:
-                if line.startswith('Cpus_allowed_list:'):
-                    return cpuset.parse(line.split(':', 1)[1].strip())
+    allowed = staticmethod(base.FunctionalTestCase.cpus_allowed)
 
     def wait_allowed(self, pid, expected, seconds=5):
         end = time.monotonic() + seconds

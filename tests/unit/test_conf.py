@@ -1,0 +1,33 @@
+"""Every option has help, and the sample configuration is current."""
+
+import io
+import os
+
+from oslo_config import cfg
+from oslo_config import generator
+import testtools
+
+from nova_pinning_hooks import conf as conf_mod
+
+TOP = os.path.join(os.path.dirname(__file__), '..', '..')
+SAMPLE = os.path.join(TOP, 'etc', 'nova-pinning-hooks',
+                      'nova-pinning-hooks.conf.sample')
+
+
+class TestOptions(testtools.TestCase):
+
+    def test_every_option_has_help(self):
+        for group, opts in conf_mod.list_opts():
+            for opt in opts:
+                self.assertTrue(opt.help, '%s.%s' % (group.name, opt.name))
+
+    def test_sample_is_generated_from_the_options(self):
+        gconf = cfg.ConfigOpts()
+        generator.register_cli_opts(gconf)
+        gconf(['--config-file', os.path.join(
+            TOP, 'etc', 'nova-pinning-hooks', 'config-generator.conf')])
+        out = io.StringIO()
+        generator.generate(gconf, output_file=out)
+        with open(SAMPLE) as f:
+            self.assertEqual(f.read(), out.getvalue(),
+                             'run: tox -e genconfig')

@@ -27,7 +27,10 @@ def install(cls, methods, hook_name):
     add_hook = hooks.nova_add_hook() or hooks.add_hook
     wrapped, already, missing = [], [], []
     for name in methods:
-        original = cls.__dict__.get(name)
+        # Through the MRO: a method may be defined on a base class; the
+        # wrapper is set on ``cls`` itself.
+        original = next((vars(k)[name] for k in cls.__mro__
+                         if name in vars(k)), None)
         if original is None or not callable(original):
             missing.append(name)
             continue

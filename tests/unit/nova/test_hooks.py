@@ -138,6 +138,16 @@ class TestHookPoints(testtools.TestCase):
         m.other()
         self.assertEqual(1, len(self.requests))
 
+    def test_inherited_method_is_hooked(self):
+        sub = type('Sub', (FakeManager,), {})
+        wrapped, _, missing = hookpoints.install(sub, ['stop_instance'],
+                                                 'bind_numa_affinity')
+        self.assertEqual((['stop_instance'], []), (wrapped, missing))
+        self.assertEqual('stopped', sub().stop_instance('c', 'i'))
+        self.assertEqual(['hook'], self.requests)
+        self.assertIs(FakeManager.stop_instance,
+                      vars(FakeManager)['stop_instance'])
+
     def test_install_twice_wraps_once(self):
         hookpoints.install(self.cls, ['stop_instance'], 'bind_numa_affinity')
         _, already, _ = hookpoints.install(self.cls, ['stop_instance'],

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Parallel boots on the real libvirtd, with the hook path on and off.
+
+Usage (root, libvirtd running: tools/setup-host.sh):
+    python benchmarks/parallel_boots.py [--guests 20] [--rounds 3]
+
+Each round boots N tiny guests (64 MiB, 1 vCPU, no disk) at once, one
+thread each, through a stand-in for ComputeManager whose
+``_do_build_and_run_instance`` creates the domain as nova's does. With the
+hook path active the method is hooked exactly as in nova-compute and the
+agent runs its passes in a thread (native-thread nova); inactive, the same
+method runs unhooked. Rounds alternate active and inactive, so both see
+the same machine state.
+
+Reported per mode (median over rounds): wall time of the burst (first
+create started to last create returned), and, when active: passes run
+during and after the burst, and the longest time from a guest's create
+returning to its vCPU pinned as planned (CPU 1: CPU 0 is reserved, so a
+pinned vCPU differs from an unpinned one).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+
+import libvirt  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+
+from nova_pinning_hooks import conf as conf_mod  # noqa: E402
+from nova_pinning_hooks.nova import agent  # noqa: E402
+from nova_pinning_hooks.nova import hookpoints  # noqa: E402
+
+URI = 'qemu:///system'
+PREFIX = 'nph-bench-'
+XML = ("<domain type='{type}'><name>{name}</name><memory unit='MiB'>64"
+       "</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm"
+       "</type></os><devices><emulator>/usr/bin/qemu-system-x86_64"
+       "</emulator></devices></domain>")
+
+
+def virt_type():
+    try:
+        with open('/run/nova-pinning-hooks/virt-type') as f:
+            return f.read().strip() or 'qemu'
+    except OSError:
+        return 'qemu'
+
+
+class Manager:
+    """Stands in for ComputeManager: the build creates the domain."""
+
+    conn = None
+    created = {}
+
+    def _do_build_and_run_instance(self, context, instance):
+        dom = self.conn.createXML(XML.format(type=virt_type(),
+                                             name=instance), 0)
+        self.created[instance] = time.monotonic()
+        return dom
+
+
+def conf_for(tmp):
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf.register_opts([cfg.FloatOpt('cpu_allocation_ratio'),
+                        cfg.FloatOpt('initial_cpu_allocation_ratio',
+                                     default=32.0),
+                        cfg.IntOpt('reserved_host_cpus', default=0),
+                        cfg.StrOpt('host', default='bench')])
+    conf.register_opts([cfg.StrOpt('cpu_shared_set'),
+                        cfg.StrOpt('cpu_dedicated_set')], group='compute')
+    conf([], default_config_files=[])
+    for key, value in (('reserved_cpus', '0'), ('lock_path', tmp),
+                       ('overcommit_file', tmp + '/oc.json'),
+                       ('periodic_interval', 0)):
+        conf.set_override(key, value, 'nova_pinning')
+    return conf
+
+
+def cleanup(conn):
+    for dom in conn.listAllDomains():
+        if dom.name().startswith(PREFIX):
+            try:
+                dom.destroy()
+            except libvirt.libvirtError:
+                pass
+
+
+def pinned(dom):
+    info = dom.vcpuPinInfo(libvirt.VIR_DOMAIN_AFFECT_LIVE)
+    return info[0][1] and not info[0][0]  # on CPU 1 only
+
+
+def burst(conn, n, active, tmp, rnd):
+    cls = type('Manager', (Manager,), {})
+    cls.conn, cls.created = conn, {}
+    a = None
+    if active:
+        a = agent.activate(conf_for(tmp), manager_cls=cls)
+        a.coalescer.request('settle', wait=True, timeout=60)
+        passes_before = a.coalescer.passes
+    names = ['%s%s-%d' % (PREFIX, rnd, i) for i in range(n)]
+    threads = [threading.Thread(
+        target=cls()._do_build_and_run_instance, args=(None, name))
+        for name in names]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - start
+    result = {'wall': wall}
+    if active:
+        end = time.monotonic() + 30
+        pinned_at = {}
+        while len(pinned_at) < n and time.monotonic() < end:
+            for name in names:
+                if name not in pinned_at and pinned(
+                        conn.lookupByName(name)):
+                    pinned_at[name] = time.monotonic()
+            time.sleep(0.02)
+        result['all_pinned'] = len(pinned_at) == n
+        result['latency'] = max(pinned_at[x] - cls.created[x]
+                                for x in pinned_at) if pinned_at else None
+        burst_end = max(cls.created.values())
+        result['after_burst'] = max(pinned_at.values()) - burst_end \
+            if pinned_at else None
+        a.coalescer.request('final', wait=True, timeout=60)
+        result['passes'] = a.coalescer.passes - passes_before
+        agent.deactivate()
+        hookpoints.uninstall(cls, 'bind_numa_affinity')
+    cleanup(conn)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--guests', type=int, default=20)
+    ap.add_argument('--rounds', type=int, default=3)
+    args = ap.parse_args()
+    conn = libvirt.open(URI)
+    cleanup(conn)
+    runs = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for rnd in range(args.rounds):
+                for active in (rnd % 2 == 0, rnd % 2 == 1):
+                    runs[active].append(burst(conn, args.guests, active,
+                                              tmp, '%d%d' % (rnd, active)))
+        finally:
+            cleanup(conn)
+    off = statistics.median(r['wall'] for r in runs[False])
+    on = statistics.median(r['wall'] for r in runs[True])
+    print('| hook path | guests | rounds | burst wall time (s, median) | '
+          'passes (median) | longest create->pinned (s) | '
+          'pinned after burst end (s) |')
+    print('|---|---|---|---|---|---|---|')
+    print('| inactive | %d | %d | %.2f | - | - | - |'
+          % (args.guests, args.rounds, off))
+    print('| active | %d | %d | %.2f | %s | %.2f | %.2f |' % (
+        args.guests, args.rounds, on,
+        statistics.median(r['passes'] for r in runs[True]),
+        max(r['latency'] for r in runs[True]),
+        max(r['after_burst'] for r in runs[True])))
+    print('\nwall time ratio active/inactive: %.3f; every guest pinned in '
+          'every round: %s; per round (active): %s; (inactive): %s' % (
+              on / off, all(r['all_pinned'] for r in runs[True]),
+              ['%.2f' % r['wall'] for r in runs[True]],
+              ['%.2f' % r['wall'] for r in runs[False]]))
+
+
+if __name__ == '__main__':
+    main()

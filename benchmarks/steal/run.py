@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Steal time and guest throughput: unpinned vs pinned and isolated.
+
+Usage (root, libvirtd running: tools/setup-host.sh; needs gcc):
+    python benchmarks/steal/run.py [--rounds 3]
+
+The guest is guest.c: a freestanding multiboot program (built here with
+gcc -m32, cached under /var/tmp/nph-steal) that turns on KVM's
+paravirtual steal-time accounting, runs a CPU-bound loop and prints, every
+second, the loop iterations and the steal time accrued. Two host processes
+burn CPU the whole time (the "host daemons"). Configurations, alternated in
+each round so that all see the same machine:
+
+* floating: guest and host load unpinned, over both CPUs;
+* contended: host load on the guest's CPU (what happens when daemons land
+  on a guest's pCPU; the guest is pinned to CPU 1 and so is the load);
+* package: this package's pass (CPU 0 reserved: the guest gets CPU 1
+  one-to-one) and isolation agent (host load confined to CPU 0).
+
+Steal % = steal time / wall time over ticks 3..20; throughput = loop
+iterations per second. Medians over rounds.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
+sys.path.insert(0, TOP)
+
+import libvirt  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+
+from nova_pinning_hooks import conf as conf_mod  # noqa: E402
+from nova_pinning_hooks.isolation import agent as iso_agent  # noqa: E402
+from nova_pinning_hooks import reconciler  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = '/var/tmp/nph-steal'
+NAME = 'nph-steal-guest'
+TICK = re.compile(r'tick (\d+) iters (\d+) steal_us (\d+) wall_us (\d+)')
+XML = """<domain type='kvm'><name>{name}</name><memory unit='MiB'>32</memory>
+<vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type>
+<kernel>{kernel}</kernel></os>
+<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>
+<serial type='file'><source path='{serial}'/><target port='0'/></serial>
+</devices></domain>"""
+
+
+def build():
+    os.makedirs(CACHE, mode=0o755, exist_ok=True)
+    elf = os.path.join(CACHE, 'guest.elf')
+    subprocess.run(['gcc', '-m32', '-ffreestanding', '-nostdlib', '-fno-pic',
+                    '-fno-stack-protector', '-O2', '-static',
+                    '-Wl,-T,' + os.path.join(HERE, 'guest.ld'),
+                    '-Wl,--build-id=none', '-Wl,--no-warn-rwx-segments',
+                    '-o', elf, os.path.join(HERE, 'guest.c')], check=True)
+    return elf
+
+
+def make_conf(tmp):
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([], default_config_files=[])
+    for group, key, value in (
+            ('nova_pinning', 'reserved_cpus', '0'),
+            ('nova_pinning', 'allocation_ratio', 1.0),
+            ('nova_pinning', 'lock_path', tmp),
+            ('nova_pinning', 'overcommit_file', tmp + '/oc.json'),
+            ('nova_pinning_isolation', 'cgroup_mode', 'v1'),
+            ('nova_pinning_isolation', 'group_name', 'nph-steal-host'),
+            ('nova_pinning_isolation', 'state_file', tmp + '/iso.json'),
+            ('nova_pinning_isolation', 'only_descendants_of', os.getpid())):
+        conf.set_override(key, value, group)
+    return conf
+
+
+def one_run(conn, config, elf, tmp):
+    serial = os.path.join(tmp, 'serial-%s.log' % config)
+    if os.path.exists(serial):
+        os.unlink(serial)
+    loads = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
+             for _ in range(2)]
+    iso = None
+    try:
+        if config == 'contended':
+            for p in loads:
+                os.sched_setaffinity(p.pid, {1})
+        dom = conn.createXML(XML.format(name=NAME, kernel=elf,
+                                        serial=serial), 0)
+        live = libvirt.VIR_DOMAIN_AFFECT_LIVE
+        if config == 'contended':
+            dom.pinVcpuFlags(0, (False, True), live)
+            dom.pinEmulator((False, True), live)
+        elif config == 'package':
+            conf = make_conf(tmp)
+            rec = reconciler.Reconciler(conf)
+            result = rec.run_pass()
+            rec.close()
+            assert result.error is None, result.error
+            iso = iso_agent.Isolator(conf)
+            iso.apply()
+        deadline = time.monotonic() + 60
+        text = ''
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            with open(serial) as f:
+                text = f.read()
+            if 'done' in text or 'error' in text:
+                break
+        dom.destroy()
+    finally:
+        for p in loads:
+            p.kill()
+            p.wait()
+        if iso is not None:
+            iso.undo()
+    ticks = [tuple(map(int, m)) for m in TICK.findall(text)]
+    ticks = [t for t in ticks if t[0] >= 3]
+    if not ticks:
+        raise RuntimeError('%s: the guest reported nothing: %r'
+                           % (config, text[-300:]))
+    wall = sum(t[3] for t in ticks)
+    return {'steal_pct': 100.0 * sum(t[2] for t in ticks) / wall,
+            'iters_per_s': sum(t[1] for t in ticks) / (wall / 1e6)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--rounds', type=int, default=3)
+    args = ap.parse_args()
+    elf = build()
+    conn = libvirt.open('qemu:///system')
+    configs = ['floating', 'contended', 'package']
+    runs = {c: [] for c in configs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(args.rounds):
+            order = configs[rnd % 3:] + configs[:rnd % 3]
+            for config in order:
+                runs[config].append(one_run(conn, config, elf, tmp))
+    print('| configuration | runs | steal % (median) | steal % per run | '
+          'loop iterations/s (median) |')
+    print('|---|---|---|---|---|')
+    for c in configs:
+        print('| %s | %d | %.1f | %s | %.0f |' % (
+            c, len(runs[c]), statistics.median(r['steal_pct']
+                                               for r in runs[c]),
+            ' '.join('%.1f' % r['steal_pct'] for r in runs[c]),
+            statistics.median(r['iters_per_s'] for r in runs[c])))
+
+
+if __name__ == '__main__':
+    main()

@@ -151,6 +151,9 @@ def activate(conf, manager_cls=None):
             manager_cls = compute_manager.ComputeManager
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)
+        # Load the hooks now, not on nova's thread at its first operation.
+        from nova_pinning_hooks.nova import hooks
+        hooks.manager(conf.nova_pinning.hook_name)
         _AGENT = Agent(conf)
         _AGENT.start()
         LOG.info('nova-pinning-hooks: active (%s passes)',

@@ -16,8 +16,10 @@ NODE_RANGE = 'node-range'
 CROSS_NODE_RANGE = 'cross-node-range'
 HOST_RANGE = 'host-range'
 UNTOUCHED = 'untouched'
+RELEASED = 'released'  # only in release plans: back on every online CPU
 
-MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED)
+MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED,
+         RELEASED)
 
 
 class GuestPlan(typing.NamedTuple):

@@ -289,3 +289,30 @@ def _untouched(guest, rule, reason):
         uuid=guest.uuid, name=guest.name, mode=plan_mod.UNTOUCHED,
         home_node=None, home_source='none', vcpu_pins={},
         emulator_pin=None, iothread_pins={}, rule=rule, reason=reason)
+
+
+def release_plan(host, guests, options):
+    """Undo binding: every guest the policy would manage goes back on all
+    online CPUs (vCPUs, emulator and I/O threads); the rest stay untouched.
+    Used to switch the package off without restarting guests."""
+    validate(host, options)
+    everything = host.cpus
+    decided = []
+    for g in guests:
+        why = _untouched_reason(g, options)
+        if why and why[0] != 'empty-pool':
+            decided.append(_untouched(g, *why))
+            continue
+        decided.append(plan_mod.GuestPlan(
+            uuid=g.uuid, name=g.name, mode=plan_mod.RELEASED,
+            home_node=None, home_source='none',
+            vcpu_pins=dict.fromkeys(g.vcpus, everything),
+            emulator_pin=everything,
+            iothread_pins=dict.fromkeys(g.iothread_pins, everything),
+            rule='release', reason='released: every online CPU'))
+    return plan_mod.Plan(
+        guests=tuple(decided), pool=everything,
+        pool_by_node={n: node.cpus for n, node in host.nodes.items()},
+        allocation_ratio=float(options.allocation_ratio),
+        total_vcpus=sum(len(gp.vcpu_pins) for gp in decided),
+        node_vcpus={}, cross_node_vcpus=0)

@@ -49,6 +49,7 @@ class PassResult:
     plan: object = None
     snapshot: object = None  # the validated snapshot.Snapshot
     dry_run: bool = False
+    release: bool = False  # the pass put guests back on every CPU
     seconds: float = 0.0
 
     @property
@@ -124,20 +125,22 @@ class Reconciler:
         raw.update(settings)
         return raw
 
-    def plan(self):
-        """Read and plan without writing: (snapshot, plan, changes)."""
+    def plan(self, release=False):
+        """Read and plan without writing: (snapshot, plan, changes).
+        ``release``: the plan that puts managed guests on every CPU."""
         snap = snapshot_mod.load(self.read(), from_libvirt=True,
                                  **policy_overrides(self._conf))
-        p = policy.make_plan(snap.host, snap.guests, snap.options)
+        make = policy.release_plan if release else policy.make_plan
+        p = make(snap.host, snap.guests, snap.options)
         return snap, p, plan_mod.changes(p, snap.guests)
 
-    def run_pass(self, dry_run=False, log_errors=True):
+    def run_pass(self, dry_run=False, log_errors=True, release=False):
         """One pass under the host-wide lock. Never raises.
 
         ``log_errors=False`` leaves reporting a refused pass (bad settings
         or snapshot) to the caller, so the CLI prints one message."""
         start = time.monotonic()
-        result = PassResult(dry_run=dry_run)
+        result = PassResult(dry_run=dry_run, release=release)
         try:
             if not self._conf.nova_pinning.enabled:
                 result.error = 'disabled ([nova_pinning] enabled = false)'
@@ -165,7 +168,7 @@ class Reconciler:
     def _pass(self, result):
         host = self._adapter()
         before = dict(getattr(host, 'calls', {}))
-        snap, p, changes = self.plan()
+        snap, p, changes = self.plan(release=result.release)
         result.snapshot, result.plan, result.changes = snap, p, changes
         if changes and not result.dry_run:
             outcome = host.apply(changes)

@@ -22,9 +22,9 @@ def _reconciler(conf):
 
 def _guard(func):
     """Turn the failures an operator can fix into one-line errors."""
-    def wrapper(conf):
+    def wrapper(conf, **kwargs):
         try:
-            return func(conf)
+            return func(conf, **kwargs)
         except (reconciler.SettingsError, snapshot_mod.SnapshotError) as exc:
             raise pinning.UsageError(str(exc)) from None
         except Exception as exc:
@@ -85,11 +85,11 @@ def _isolation_text(iso):
 
 
 @_guard
-def cmd_rebind(conf):
+def cmd_rebind(conf, release=False):
     rec = _reconciler(conf)
     try:
         result = rec.run_pass(dry_run=conf.command.dry_run,
-                              log_errors=False)
+                              log_errors=False, release=release)
     finally:
         rec.close()
     if result.error:
@@ -114,3 +114,8 @@ def cmd_rebind(conf):
                      result.calls.get('write', 0), result.seconds,
                      ' (dry run)' if result.dry_run else ''))
     return '\n'.join(lines) + '\n'
+
+
+def cmd_release(conf):
+    """Undo the binding of every managed guest, in one locked pass."""
+    return cmd_rebind(conf, release=True)

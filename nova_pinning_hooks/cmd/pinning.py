@@ -6,7 +6,9 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``snapshot [--connection URI]``: the live host as a snapshot;
 * ``status [--connection URI] [--format table|json]``: the live host, its
   plan and whether the live pins match it;
-* ``rebind [--connection URI] [--dry-run]``: one reconciler pass.
+* ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
+* ``release [--connection URI] [--dry-run]``: undo binding: every managed
+  guest back on all online CPUs.
 
 Exit status: 0 done, 1 a pass failed, 2 bad input or configuration (one
 message on stderr, nothing printed on stdout, nothing changed).
@@ -47,7 +49,7 @@ def _add_parsers(subparsers):
         if name == 'status':
             sp.add_argument('--format', choices=('table', 'json'),
                             default='table')
-        if name == 'rebind':
+        if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')
         sp.set_defaults(func=func)
@@ -103,6 +105,8 @@ _LIVE_COMMANDS = (
     ('status', _live('cmd_status'),
      'show the live host, its plan and whether the pins match'),
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
+    ('release', _live('cmd_release'),
+     'put every managed guest back on all CPUs (after switching off)'),
 )
 
 

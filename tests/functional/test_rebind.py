@@ -161,3 +161,16 @@ class TestCommands(base.FunctionalTestCase):
         self.assertIn('reserved_cpus', proc.stderr)
         self.assertEqual(1, len(proc.stderr.strip().splitlines()),
                          proc.stderr)
+
+
+class TestRelease(base.FunctionalTestCase):
+
+    def test_release_gives_every_cpu_back(self):
+        a = self.boot('a')
+        proc = self.cli('rebind')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertEqual(1, len(self.libvirt_pins(a)[0]))
+        proc = self.cli('release')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertPinned(a, {0: S('0-1')})
+        self.assertEqual(S('0-1'), self.cpus_allowed(self.pid(a)))

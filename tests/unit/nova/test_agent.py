@@ -16,6 +16,7 @@ from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
 from tests.fixtures import FakeLibvirtFixture
+from tests.fixtures import register_nova_options
 from tests.unit import hosts
 from tests.unit.nova.test_hooks import FakeManager
 
@@ -23,14 +24,7 @@ from tests.unit.nova.test_hooks import FakeManager
 def nova_like_conf(test, **pinning):
     """A ConfigOpts with the nova options the agent reads."""
     conf = cfg.ConfigOpts()
-    conf.register_opts([cfg.FloatOpt('cpu_allocation_ratio'),
-                        cfg.FloatOpt('initial_cpu_allocation_ratio',
-                                     default=4.0),
-                        cfg.IntOpt('reserved_host_cpus', default=0),
-                        cfg.StrOpt('vcpu_pin_set'),
-                        cfg.StrOpt('host', default='compute-1')])
-    conf.register_opts([cfg.StrOpt('cpu_shared_set'),
-                        cfg.StrOpt('cpu_dedicated_set')], group='compute')
+    register_nova_options(conf)
     conf_mod.register_opts(conf)
     cf = test.useFixture(config_fixture.Config(conf))
     tmp = test.useFixture(fixtures.TempDir()).path

@@ -125,19 +125,31 @@ isolation_opts = [
                     'processes.'),
     cfg.IntOpt('memory_limit_mib', min=0,
                help='cgroup v1 only: memory limit of the host group in '
-                    'MiB. Unset: no limit.'),
+                    'MiB (at least 256, below the host\'s memory). It '
+                    'applies to memory allocated after a process is '
+                    'moved. Unset: no limit.'),
+    cfg.StrOpt('memory_nodes',
+               help='NUMA nodes host processes allocate memory from '
+                    '(node set syntax, for example "0"): cpuset.mems of '
+                    'the cgroup v1 group, AllowedMemoryNodes= with '
+                    'systemd. Unset: every node, memory placement '
+                    'unchanged.'),
     cfg.ListOpt('exclude_process_names',
                 default=['ovs-vswitchd', 'ovsdb-server', 'qemu-kvm',
                          'qemu-system-x86_64', 'qemu-system-aarch64'],
-                help='Processes (by command name) never moved: Open '
+                help='Processes never moved, by command name (matched on '
+                     'the kernel\'s comm, its first 15 characters): Open '
                      'vSwitch has its own isolation and guests run on the '
                      'guest pool.'),
     cfg.ListOpt('pidfile_dirs', default=['/run', '/var/run'],
                 help='Directories watched with inotify for daemons\' pid '
-                     'files, to follow daemon restarts.'),
+                     'files (*.pid, there and one directory down, such as '
+                     '/run/libvirt/libvirtd.pid), to follow daemon '
+                     'restarts.'),
     cfg.IntOpt('sweep_interval', default=30, min=1,
                help='Seconds between sweeps of /proc that catch processes '
-                    'keeping no pid file.'),
+                    'keeping no pid file (with systemd: between checks '
+                    'that the slices are still confined).'),
     cfg.ListOpt('slices', default=['system.slice', 'user.slice',
                                    'init.scope'],
                 help='systemd units confined with AllowedCPUs=; '

@@ -1,11 +1,14 @@
 """``nova-pinning-isolate``: keep host processes on the reserved CPUs.
 
-    nova-pinning-isolate apply    # confine now (one sweep)
+    nova-pinning-isolate apply    # confine now (cgroup v1: one sweep)
     nova-pinning-isolate watch    # apply, then follow daemon restarts
-    nova-pinning-isolate status
-    nova-pinning-isolate undo     # put every process back
+    nova-pinning-isolate status [--format text|json]
+    nova-pinning-isolate undo     # put back everything apply changed
 
-Exit status: 0 done, 1 failed, 2 configuration refused (nothing changed).
+Exit status: 0 done; 1 failed (cgroupfs or systemctl refused, another
+agent holds the lock, undo incomplete); 2 configuration refused (one
+message on stderr, nothing changed). ``undo`` and ``status`` work without
+a valid configuration: they read the state file.
 """
 
 import json
@@ -18,14 +21,91 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.isolation import agent
-from nova_pinning_hooks.isolation import backends
+from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.isolation import restore
+from nova_pinning_hooks.isolation import state
 
 PROG = 'nova-pinning-isolate'
 
 
 def _add_parsers(subparsers):
-    for name in ('apply', 'watch', 'status', 'undo'):
-        subparsers.add_parser(name)
+    subparsers.add_parser('apply', help='confine host processes now')
+    subparsers.add_parser('watch', help='apply, then keep them confined '
+                          'as daemons restart (the service)')
+    subparsers.add_parser('undo', help='put back everything apply changed')
+    sp = subparsers.add_parser('status', help='what is confined')
+    sp.add_argument('--format', choices=('text', 'json'), default='text')
+
+
+def status_text(st):
+    """The status dict as lines for people."""
+    lines = ['state: %s' % st.get('state')]
+    for key in ('why', 'error', 'backend_error'):
+        if st.get(key):
+            lines.append('%s: %s' % (key.replace('_', ' '), st[key]))
+    if 'mode' in st:
+        lines.append('mode: %s' % st['mode'])
+        lines.append('reserved CPUs: %s' % st['reserved_cpus'])
+    if st.get('applied_mode'):
+        lines.append('applied: %s on CPUs %s, %d processes recorded'
+                     % (st['applied_mode'], st.get('applied_cpus'),
+                        st.get('recorded_processes', 0)))
+    if 'group' in st:
+        lines.append('group: %s (%s)' % (
+            st['group'], 'CPUs %s' % st['group_cpus']
+            if st.get('group_exists') else 'absent'))
+    for unit, props in sorted(st.get('slices', {}).items()):
+        lines.append('%s: %s' % (unit, ' '.join(
+            '%s=%s' % kv for kv in sorted(props.items()))))
+    if 'confined' in st:
+        what = 'units' if 'slices' in st else 'processes'
+        lines.append('%s confined: %d, not confined: %d'
+                     % (what, st['confined'], st['not_confined']))
+    if st.get('kept'):
+        lines.append('never moved: %s' % ', '.join(
+            '%s %d' % kv for kv in sorted(st['kept'].items())))
+    return '\n'.join(lines) + '\n'
+
+
+def _watch(conf):
+    iso = agent.Isolator(conf)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    iso.watch(stop)
+    return 'stopped; host processes stay confined (undo to release)\n'
+
+
+def _apply(conf):
+    iso = agent.Isolator(conf)
+    moved = iso.apply()
+    return '%s: host processes confined to CPUs %s; %d moved now\n' % (
+        iso.settings.mode, conf.nova_pinning.reserved_cpus, moved)
+
+
+def _undo(conf):
+    result = restore.undo(conf)
+    if result.mode is None and not result.failures:
+        return 'nothing to undo\n'
+    text = '%s: %d restored, %d others released\n' % (
+        result.mode, result.restored, result.others)
+    if result.failures:
+        raise BackendError('undo incomplete: %s' % '; '.join(
+            result.failures))
+    return text
+
+
+def _status(conf):
+    st = report.status(conf)
+    if conf.command.format == 'json':
+        return json.dumps(st, indent=1, sort_keys=True) + '\n'
+    return status_text(st)
+
+
+COMMANDS = {'apply': _apply, 'watch': _watch, 'undo': _undo,
+            'status': _status}
 
 
 def main(argv=None):
@@ -41,26 +121,11 @@ def main(argv=None):
         return 2
     logging.setup(conf, PROG)
     try:
-        iso = agent.Isolator(conf)
-    except agent.ConfigError as exc:
+        sys.stdout.write(COMMANDS[conf.command.name](conf))
+    except config.ConfigError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    command = conf.command.name
-    try:
-        if command == 'apply':
-            print('%d processes moved to CPUs %s'
-                  % (iso.apply(), conf.nova_pinning.reserved_cpus))
-        elif command == 'watch':
-            stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            signal.signal(signal.SIGINT, lambda *_: stop.set())
-            iso.watch(stop)
-        elif command == 'undo':
-            iso.undo()
-            print('undone')
-        else:
-            print(json.dumps(iso.status(), indent=1, sort_keys=True))
-    except (backends.BackendError, OSError) as exc:
+    except (BackendError, state.StateError, OSError) as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
     return 0

@@ -1,21 +1,26 @@
 """Keeping host processes off the guests' CPUs (``nova-pinning-isolate``).
 
-* ``procfs``: which processes exist, and which may be moved;
-* ``backends``: cgroup v1 cpuset group, or systemd ``AllowedCPUs=``;
-* ``pidwatch``: following daemon restarts through pid files (inotify);
-* ``agent``: validate, apply, watch, undo, status.
+One capability per module:
+
+* ``config``: validate the configuration into ``Settings`` (or refuse);
+* ``procfs``: read processes from /proc;
+* ``classify``: which processes may be moved, and why not;
+* ``cgroupv1`` / ``systemd``: the two backends, same small interface;
+* ``pidwatch``: follow daemon restarts through pid files (inotify);
+* ``state``: the state file that makes every change undoable;
+* ``agent``: apply, sweep and the ``watch`` loop;
+* ``restore``: ``undo``;
+* ``report``: ``status``.
+
+``status(conf)`` is what ``nova-pinning status`` shows.
 """
 
 
+class BackendError(Exception):
+    """The cgroup tree or systemd refused a change."""
+
+
 def status(conf):
-    """The isolation state for ``nova-pinning status`` (a dict)."""
-    from nova_pinning_hooks.isolation import agent
-    try:
-        iso = agent.Isolator(conf)
-    except agent.ConfigError as exc:
-        return {'state': 'not configured', 'why': str(exc)}
-    result = iso.status()
-    state = iso.load_state()
-    result['state'] = 'applied' if state.get('mode') else 'not applied'
-    result['recorded_moves'] = len(state.get('moved', {}))
-    return result
+    """The isolation state as a dict; never raises (see ``report``)."""
+    from nova_pinning_hooks.isolation import report
+    return report.status(conf)

@@ -1,233 +1,269 @@
-"""The isolation agent: confine host processes to the reserved CPUs.
+"""The isolation agent: confine host processes to the reserved CPUs and
+keep them there.
 
-``Isolator(conf)`` validates the configuration before it changes anything,
-then ``apply`` confines (systemd: ``AllowedCPUs=`` on the host slices;
-cgroup v1: one sweep moving every movable process into the host cpuset
-group), ``watch`` keeps them there as daemons restart (pid files through
-inotify, plus a periodic sweep for processes with no pid file), ``undo``
-puts everything back and ``status`` reports.
+``Isolator(conf)`` validates the configuration (``config.load``) before
+it changes anything. ``apply`` confines once (systemd: ``AllowedCPUs=``
+on the host slices; cgroup v1: the host group, then one sweep of /proc
+moving every movable process into it). ``watch`` applies, then keeps
+things so: cgroup v1 follows daemon restarts through their pid files
+(inotify) and sweeps /proc every ``sweep_interval`` seconds for
+processes that keep no pid file; systemd re-sets slices whose
+``AllowedCPUs=`` drifted. ``restore.undo`` puts everything back.
 
 Invariants:
 
-* nothing is changed unless the whole configuration is valid;
-* never lose a process: one that cannot be moved (exited, kernel thread,
-  refused) is logged and skipped; moving only changes which CPUs it may
-  use, so a crash of the agent leaves a working host;
-* every move is recorded in the state file (atomically) with where the
-  process came from, so ``undo`` restores it, even after a crash;
-* guests (machine cgroups) and excluded processes are never touched.
+* nothing is changed unless the whole configuration is valid, and never
+  over a state recorded with another setup (mode, group, units): undo
+  first;
+* every change is recorded in the state file *before* it is made, with
+  where each process came from, so ``undo`` works after a crash;
+* never lose a process: one that cannot be moved (exited, refused) is
+  logged and skipped; moving only narrows the CPUs a process may use, so
+  a crash of the agent leaves a working host;
+* a pid is acted on only while it belongs to the process that was
+  examined (same start time): a reused pid is never moved by mistake;
+* one agent at a time (``state.Lock``).
 """
 
-import os
+import threading
 import time
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks import cpuset
-from nova_pinning_hooks.isolation import backends
+from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import cgroupv1
+from nova_pinning_hooks.isolation import classify
+from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import procfs
-from nova_pinning_hooks import statefile
+from nova_pinning_hooks.isolation import restore
+from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import systemd
 
 LOG = logging.getLogger(__name__)
+WAIT = 0.5  # seconds the watch loop waits for pid-file events at a time
 
 
-class ConfigError(Exception):
-    """The configuration is refused; nothing was changed."""
+def backend_for(settings):
+    if settings.mode == 'systemd':
+        return systemd.Systemd.from_settings(settings)
+    return cgroupv1.CgroupV1.from_settings(settings)
 
 
-def online_cpus(sysfs='/sys/devices/system/cpu'):
-    with open(os.path.join(sysfs, 'online'), encoding='ascii') as f:
-        return cpuset.parse(f.read().strip())
+def _fill(old, fresh):
+    """Complete a recorded backend state with what it lacks (new
+    options since the first apply); what was recorded first wins."""
+    for key, value in fresh.items():
+        if isinstance(value, dict) and isinstance(old.get(key), dict):
+            _fill(old[key], value)
+        elif old.get(key) is None:
+            old[key] = value
 
 
-def _guest_sets(conf):
-    """nova's CPU sets for guests, from the overcommit file if present."""
-    from nova_pinning_hooks import overcommit
-    try:
-        info = overcommit.read(conf.nova_pinning.overcommit_file)
-    except overcommit.OvercommitError:
-        return {}
-    return {k: cpuset.parse(v) for k, v in
-            (('cpu_shared_set', info.shared_cpus),
-             ('cpu_dedicated_set', info.dedicated_cpus)) if v}
+def _same_setup(recorded, settings):
+    """Refuse to apply over a state recorded with another setup."""
+    mode = recorded['mode']
+    then = now = None
+    if mode != settings.mode:
+        then, now = 'cgroup_mode ' + mode, settings.mode
+    elif mode == 'v1' and recorded['v1'].get('group') != settings.group_name:
+        then, now = 'group_name ' + recorded['v1'].get('group'), \
+            settings.group_name
+    elif mode == 'systemd' and sorted(recorded['systemd']['slices']) != \
+            sorted(settings.slices):
+        then, now = 'slices ' + ','.join(recorded['systemd']['slices']), \
+            ','.join(settings.slices)
+    if then:
+        raise config.ConfigError(
+            'isolation was applied with %s (state file %s), now %s: run '
+            '"nova-pinning-isolate undo" first' % (then, settings.state_file,
+                                                   now))
 
 
 class Isolator:
 
-    def __init__(self, conf, proc='/proc', sysfs='/sys/devices/system/cpu',
-                 systemctl='systemctl'):
-        self.conf = conf
-        self.opts = conf.nova_pinning_isolation
-        self.proc = proc
-        self.cpus = self._validate(sysfs)
-        self.excluded = frozenset(self.opts.exclude_process_names)
-        self.backend = self._backend(systemctl)
+    def __init__(self, conf, paths=config.HOST):
+        self.conf, self.paths = conf, paths
+        self.settings = config.load(conf, paths)
+        self.backend = backend_for(self.settings)
+        self.proc = paths.proc
+        self.state = None
+        self.lock = state.Lock(self.settings.state_file)
 
-    def _validate(self, sysfs):
-        text = self.conf.nova_pinning.reserved_cpus
-        if not text or not text.strip():
-            raise ConfigError('[nova_pinning] reserved_cpus is not set: '
-                              'there are no host CPUs to confine host '
-                              'processes to')
-        try:
-            cpus = cpuset.parse_optional(text, '[nova_pinning] '
-                                         'reserved_cpus',
-                                         known=online_cpus(sysfs))
-        except cpuset.CpusetError as exc:
-            raise ConfigError(str(exc)) from None
-        except OSError as exc:
-            raise ConfigError('cannot read the online CPUs: %s'
-                              % exc) from None
-        for name, guest_cpus in _guest_sets(self.conf).items():
-            if cpus & guest_cpus:
-                raise ConfigError(
-                    '[nova_pinning] reserved_cpus %s overlaps nova\'s %s '
-                    '(%s): host processes would share CPUs with guests'
-                    % (cpuset.format(cpus), name,
-                       cpuset.format(guest_cpus)))
-        return cpus
-
-    def _backend(self, systemctl):
-        mode = self.opts.cgroup_mode
-        root = self.opts.cgroup_root
-        if mode == 'auto':
-            unified = os.path.exists(os.path.join(root, 'cgroup.controllers'))
-            mode = ('systemd' if unified and
-                    os.path.isdir('/run/systemd/system') else 'v1')
-        try:
-            if mode == 'systemd':
-                return backends.Systemd(self.cpus, self.opts.slices,
-                                        systemctl)
-            backend = backends.CgroupV1(root, self.opts.group_name,
-                                        self.cpus,
-                                        self.opts.memory_limit_mib)
-        except backends.BackendError as exc:
-            raise ConfigError(str(exc)) from None
-        if not backend.available():
-            raise ConfigError('no cgroup v1 cpuset hierarchy at %s'
-                              % backend.cpuset_root)
-        return backend
-
-    # -- state ----------------------------------------------------------
-
-    def load_state(self):
-        import json
-        try:
-            with open(self.opts.state_file, encoding='utf-8') as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return {'moved': {}}
-
-    def save_state(self, state):
-        state.update(mode=self.backend.name, cpus=cpuset.format(self.cpus))
-        statefile.write_json(self.opts.state_file, state, mode=0o600)
-
-    # -- confining --------------------------------------------------------
-
-    def candidates(self):
-        """Pids the sweep considers."""
-        only = self.opts.only_descendants_of
-        if only:
-            return sorted(procfs.descendants(only, self.proc))
-        return procfs.pids(self.proc)
-
-    def confine(self, pid, state):
-        """Move one process if it may be moved; True if moved now."""
-        p = procfs.read(pid, self.proc)
-        if p is None:
-            return False
-        path = procfs.cgroup_of(pid, 'cpuset', self.proc)
-        if path is None:
-            return False
-        why = procfs.why_not_movable(p, self.excluded, path)
-        if why:
-            LOG.debug('isolation: leaving %s (%s): %s', pid, p.comm, why)
-            return False
-        group = '/' + self.opts.group_name
-        if path == group:
-            return False
-        if path not in self.opts.move_from_groups:
-            LOG.debug('isolation: leaving %s (%s) in %s, not ours', pid,
-                      p.comm, path)
-            return False
-        if not self.backend.move(pid):
-            LOG.info('isolation: %s (%s) not moved (gone or refused)', pid,
-                     p.comm)
-            return False
-        state['moved'].setdefault(str(pid), {'from': path, 'comm': p.comm,
-                                             'start': p.start})
-        return True
+    # -- apply ------------------------------------------------------------
 
     def apply(self):
-        """Confine now; returns how many processes were moved."""
-        self.backend.prepare()
-        state = self.load_state()
-        state.setdefault('moved', {})
-        moved = 0
-        if isinstance(self.backend, backends.CgroupV1):
-            moved = self.sweep(state)
-        self.save_state(state)
-        LOG.info('isolation: host processes confined to CPUs %s (%s); %d '
-                 'moved', cpuset.format(self.cpus), self.backend.name,
-                 moved)
-        return moved
+        """Confine now; the number of processes moved."""
+        with self.lock:
+            return self._apply()
 
-    def sweep(self, state):
-        moved = sum(1 for pid in self.candidates()
-                    if self.confine(pid, state))
-        self.save_state(state)
+    def _apply(self):
+        s = self.settings
+        st = state.load(s.state_file)
+        fresh = self.backend.record()
+        if st is None:
+            st = {'version': state.VERSION, 'mode': s.mode, 'moved': {}}
+        else:
+            _same_setup(st, s)
+        _fill(st.setdefault(s.mode, {}), fresh)
+        st['cpus'] = cpuset.format(s.cpus)
+        state.save(s.state_file, st)  # before the first change
+        self.state = st
+        self.backend.ensure()
+        moved = self.sweep() if self.backend.moves_processes else 0
+        LOG.info('isolation: host processes confined to CPUs %s (%s); '
+                 '%d moved', st['cpus'], s.mode, moved)
         return moved
-
-    def watch(self, stop=None, max_seconds=None):
-        """Apply, then follow restarts until ``stop`` is set."""
-        self.apply()
-        if not isinstance(self.backend, backends.CgroupV1):
-            LOG.info('isolation: systemd keeps slices confined; nothing '
-                     'to watch')
-            if stop is not None:
-                stop.wait(max_seconds)  # stay up as the service
-            return
-        watcher = pidwatch.PidWatcher(self.opts.pidfile_dirs, self.proc)
-        state = self.load_state()
-        deadline = None if max_seconds is None else \
-            time.monotonic() + max_seconds
-        next_sweep = time.monotonic() + self.opts.sweep_interval
-        try:
-            while not (stop is not None and stop.is_set()):
-                if deadline is not None and time.monotonic() > deadline:
-                    break
-                for pid in watcher.wait(0.5):
-                    if self.confine(pid, state):
-                        LOG.info('isolation: followed restarted pid %s',
-                                 pid)
-                        self.save_state(state)
-                if time.monotonic() >= next_sweep:
-                    self.sweep(state)
-                    next_sweep = time.monotonic() + self.opts.sweep_interval
-        finally:
-            watcher.close()
 
     def undo(self):
-        state = self.load_state()
-        # A recorded pid now held by another process (the original exited
-        # and the pid was reused) is not moved by that record.
-        same = {}
-        for pid, info in state.get('moved', {}).items():
-            p = procfs.read(int(pid), self.proc)
-            if p is not None and p.start == info.get('start'):
-                same[pid] = info
-        state['moved'] = same
-        self.backend.undo(state)
-        try:
-            os.unlink(self.opts.state_file)
-        except FileNotFoundError:
-            pass
-        LOG.info('isolation: undone; %d processes moved back',
-                 len(state.get('moved', {})))
+        """``restore.undo`` (from the state file); an UndoResult."""
+        return restore.undo(self.conf, self.paths)
 
-    def status(self):
-        result = {'mode': self.backend.name,
-                  'reserved_cpus': cpuset.format(self.cpus)}
-        result.update(self.backend.status())
-        return result
+    # -- moving processes (cgroup v1) ----------------------------------------
+
+    def _entry(self, p, groups):
+        entry = {'comm': p.comm, 'start': p.start,
+                 'cpuset': groups['cpuset']}
+        if self.settings.memory_limit_mib:
+            entry['memory'] = groups.get('memory')
+        affinity = self.backend.narrow_affinity(p.pid, groups['cpuset'])
+        if affinity:
+            entry['affinity'] = affinity
+        return entry
+
+    def _move(self, items):
+        """Move ``[(proc, cgroups)]``, recording each first."""
+        moved_st = self.state['moved']
+        added = []
+        for p, groups in items:
+            key = str(p.pid)
+            known = moved_st.get(key)
+            if known is None or known['start'] != p.start:
+                moved_st[key] = self._entry(p, groups)
+                added.append(key)
+            # else: moved out again by someone; its first origin stands
+        state.save(self.settings.state_file, self.state)
+        moved, dropped = 0, False
+        for p, _ in items:
+            # The scan is a while ago on a busy host: same process still?
+            if procfs.same(p.pid, p.start, self.proc) is not None and \
+                    self.backend.move(p.pid):
+                moved += 1
+                LOG.debug('isolation: moved %d (%s)', p.pid, p.comm)
+            elif str(p.pid) in added:
+                del moved_st[str(p.pid)]
+                dropped = True
+        if dropped:
+            state.save(self.settings.state_file, self.state)
+        return moved
+
+    def _prune(self):
+        """Forget processes that have exited (their pid may be reused)."""
+        moved_st = self.state['moved']
+        gone = [key for key, entry in moved_st.items()
+                if procfs.same(int(key), entry['start'], self.proc) is None]
+        for key in gone:
+            del moved_st[key]
+        return bool(gone)
+
+    def _join_memory(self, items):
+        """Processes confined before a memory limit was configured
+        join the memory group too (origin recorded first)."""
+        moved_st = self.state['moved']
+        for p, groups in items:
+            entry = moved_st.get(str(p.pid))
+            if entry is not None and entry['start'] == p.start and \
+                    entry.get('memory') is None:
+                entry['memory'] = groups.get('memory')
+        state.save(self.settings.state_file, self.state)
+        for p, _ in items:
+            if procfs.same(p.pid, p.start, self.proc) is not None:
+                self.backend.move_memory(p.pid)
+
+    def sweep(self):
+        """Move every movable process now; how many moved."""
+        items, memory = [], []
+        group = self.settings.rules.group
+        for p, v, groups in classify.scan(self.settings.rules, self.proc):
+            if v == classify.MOVABLE:
+                items.append((p, groups))
+            elif v == classify.CONFINED and self.settings.memory_limit_mib \
+                    and groups.get('memory') != group:
+                memory.append((p, groups))
+        if memory:
+            self._join_memory(memory)
+        if self._prune() and not items:
+            state.save(self.settings.state_file, self.state)
+        return self._move(items) if items else 0
+
+    def confine(self, p):
+        """Move one process reported by the pid-file watcher, if it is
+        still that process and may be moved; True if moved."""
+        now = procfs.same(p.pid, p.start, self.proc)
+        if now is None:
+            return False
+        v, groups = classify.verdict(now, self.settings.rules, self.proc)
+        if v != classify.MOVABLE:
+            LOG.debug('isolation: leaving %d (%s): %s', p.pid, p.comm, v)
+            return False
+        return self._move([(now, groups)]) == 1
+
+    # -- watch ----------------------------------------------------------
+
+    def watch(self, stop=None, max_seconds=None):
+        """Apply, then keep host processes confined until ``stop`` is
+        set (or ``max_seconds`` passed). Never undoes on exit."""
+        stop = stop or threading.Event()
+        deadline = None if max_seconds is None else \
+            time.monotonic() + max_seconds
+        with self.lock:
+            self._apply()
+            if self.backend.moves_processes:
+                self._follow(stop, deadline)
+            else:
+                self._keep_units(stop, deadline)
+
+    def _keep_units(self, stop, deadline):
+        while not stop.wait(self._until(deadline,
+                                        self.settings.sweep_interval)):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            try:
+                self.backend.ensure()
+            except BackendError as exc:
+                LOG.error('isolation: %s', exc)
+
+    @staticmethod
+    def _until(deadline, seconds):
+        if deadline is None:
+            return seconds
+        return max(0.0, min(seconds, deadline - time.monotonic()))
+
+    def _follow(self, stop, deadline):
+        s = self.settings
+        watcher = pidwatch.PidWatcher(s.pidfile_dirs, self.proc)
+        watcher.rescan()  # the files already there: the sweep saw them
+        next_sweep = time.monotonic() + s.sweep_interval
+        try:
+            while not stop.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                try:
+                    for p in watcher.wait(self._until(deadline, WAIT)):
+                        if self.confine(p):
+                            LOG.info('isolation: followed %s (pid %d) into '
+                                     'the host group', p.comm, p.pid)
+                    if time.monotonic() >= next_sweep:
+                        self.backend.ensure()  # recreated if removed
+                        moved = self.sweep()
+                        if moved:
+                            LOG.info('isolation: sweep moved %d processes',
+                                     moved)
+                        next_sweep = time.monotonic() + s.sweep_interval
+                except (OSError, BackendError) as exc:
+                    # Keep running: the host stays as it is meanwhile.
+                    LOG.error('isolation: %s; retrying', exc)
+                    stop.wait(1.0)
+        finally:
+            watcher.close()

@@ -1,33 +1,32 @@
-"""Reading processes from /proc, and deciding which ones may be moved.
+"""Reading processes from /proc. Pure reads, nothing else.
 
-Pure reads; every function takes the proc root so tests use a fake tree.
+Every function takes the proc root so that tests use a fake tree, and
+returns None (or an empty result) for a process that is gone or cannot be
+read: processes exit at any moment and the caller must cope.
 
-Never moved (``why_not_movable`` says why):
-
-* pid 1 (moving init would drag every child it later forks), and
-  ``kthreadd`` (pid 2) with every kernel thread (PF_KTHREAD, or a child of
-  pid 2): their affinity is the kernel's business;
-* processes whose command is in the exclusion list (Open vSwitch has its
-  own isolation; qemu runs the guests);
-* processes in libvirt's machine cgroups (``machine`` / ``machine.slice``):
-  the guests, which live on the guest pool.
+A process's identity is ``(pid, start)``: ``start`` is field 22 of
+/proc/PID/stat, its start time in clock ticks after boot. A pid that
+is reused belongs to a process with another start time.
 """
 
 import os
 import typing
 
 PF_KTHREAD = 0x00200000
+COMM_LEN = 15  # the kernel truncates comm to TASK_COMM_LEN - 1 bytes
 
 
 class Proc(typing.NamedTuple):
     pid: int
     comm: str
+    state: str  # R, S, D, Z (zombie), ...
     ppid: int
     flags: int
     start: int  # clock ticks after boot (identity against pid reuse)
 
 
 def pids(proc='/proc'):
+    """Every thread-group id (process) now listed in /proc, sorted."""
     try:
         names = os.listdir(proc)
     except OSError:
@@ -49,44 +48,63 @@ def read(pid, proc='/proc'):
         return None
     fields = text[right + 2:].split()
     try:
-        return Proc(pid, text[left + 1:right], int(fields[1]),
+        # fields[0] is field 3 (state): ppid is 4, flags 9, start 22.
+        return Proc(pid, text[left + 1:right], fields[0], int(fields[1]),
                     int(fields[6]), int(fields[19]))
     except (IndexError, ValueError):
         return None
 
 
-def cgroup_of(pid, controller, proc='/proc'):
-    """The process's cgroup path for a v1 controller ('/' is the root),
-    or the v2 path for controller ''. None if the process is gone."""
+def same(pid, start, proc='/proc'):
+    """The process now holding ``pid`` if it is the one that started at
+    ``start`` (not a reuse of the pid), else None."""
+    p = read(pid, proc)
+    return p if p is not None and p.start == start else None
+
+
+def argv0(pid, proc='/proc'):
+    """Basename of the first command-line word ('' if none/unreadable):
+    names longer than comm's 15 bytes can be matched in full."""
     try:
-        with open(os.path.join(proc, str(pid), 'cgroup'),
-                  encoding='utf-8') as f:
-            for line in f:
-                _, names, path = line.rstrip('\n').split(':', 2)
-                if controller in names.split(',') or \
-                        (controller == '' and names == ''):
-                    return path
-    except (OSError, ValueError):
+        with open(os.path.join(proc, str(pid), 'cmdline'), 'rb') as f:
+            first = f.read(4096).split(b'\0', 1)[0]
+    except OSError:
+        return ''
+    return os.path.basename(first.decode('utf-8', 'replace'))
+
+
+def _parse_cgroups(text):
+    """``{controller: path}``; the cgroup v2 line is under ''."""
+    result = {}
+    for line in text.splitlines():
+        try:
+            _, names, path = line.split(':', 2)
+        except ValueError:
+            continue
+        for name in names.split(',') if names else ['']:
+            result[name] = path
+    return result
+
+
+def cgroups(pid, proc='/proc', tid=None):
+    """The cgroups of a process (or of one of its threads) as
+    ``{controller: path}``, '' being the v2 hierarchy; None if gone."""
+    parts = [proc, str(pid)] + (['task', str(tid)] if tid else [])
+    try:
+        with open(os.path.join(*parts, 'cgroup'), encoding='utf-8') as f:
+            return _parse_cgroups(f.read())
+    except OSError:
         return None
-    return None
 
 
-def in_machine_cgroup(path):
-    parts = (path or '').split('/')
-    return 'machine' in parts or 'machine.slice' in parts
-
-
-def why_not_movable(p, excluded_names, cgroup_path):
-    """A reason the process must stay where it is, or None."""
-    if p.pid == 1:
-        return 'init'
-    if p.pid == 2 or p.ppid == 2 or p.flags & PF_KTHREAD:
-        return 'kernel thread'
-    if p.comm in excluded_names:
-        return 'excluded name %s' % p.comm
-    if in_machine_cgroup(cgroup_path):
-        return 'guest (machine cgroup)'
-    return None
+def threads(pid, proc='/proc'):
+    """Thread ids of the process (empty if it is gone)."""
+    try:
+        return sorted(int(t) for t in
+                      os.listdir(os.path.join(proc, str(pid), 'task'))
+                      if t.isdigit())
+    except OSError:
+        return []
 
 
 def boot_time(proc='/proc'):
@@ -102,13 +120,21 @@ def started_at(p, proc='/proc'):
     return boot_time(proc) + p.start / os.sysconf('SC_CLK_TCK')
 
 
-def descendants(root_pid, proc='/proc'):
-    """Every live descendant of ``root_pid`` (not itself)."""
-    children = {}
+def parents(proc='/proc'):
+    """``{pid: ppid}`` of every process now alive."""
+    result = {}
     for pid in pids(proc):
         p = read(pid, proc)
         if p is not None:
-            children.setdefault(p.ppid, []).append(pid)
+            result[pid] = p.ppid
+    return result
+
+
+def descendants(root_pid, proc='/proc'):
+    """Every live descendant of ``root_pid`` (not itself)."""
+    children = {}
+    for pid, ppid in parents(proc).items():
+        children.setdefault(ppid, []).append(pid)
     found, todo = set(), [root_pid]
     while todo:
         for child in children.get(todo.pop(), ()):
@@ -116,3 +142,17 @@ def descendants(root_pid, proc='/proc'):
                 found.add(child)
                 todo.append(child)
     return found
+
+
+def is_descendant(pid, root_pid, proc='/proc'):
+    """Whether ``pid`` descends from ``root_pid`` (walks up the ppids)."""
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        p = read(pid, proc)
+        if p is None:
+            return False
+        if p.ppid == root_pid:
+            return True
+        pid = p.ppid
+    return False

@@ -1,0 +1,246 @@
+"""Checking the isolation configuration before anything is touched.
+
+``load(conf)`` turns ``[nova_pinning] reserved_cpus`` and the
+``[nova_pinning_isolation]`` options into ``Settings``, or raises
+``ConfigError`` with one message. It only reads (sysfs, /proc, the
+overcommit file); a refused configuration has changed nothing.
+
+Refused: reserved CPUs unset, empty, unparsable, not online, or every
+online CPU (no CPU left for guests); reserved CPUs overlapping nova's
+``cpu_shared_set`` / ``cpu_dedicated_set`` (from the overcommit file);
+memory nodes not online; a memory limit too small for the host's daemons
+or beyond the host's memory; a group or unit name that is not a plain
+name; ``machine.slice`` (the guests) among the confined units; a mode
+whose cgroup hierarchy or systemctl is missing.
+"""
+
+import os
+import re
+import shutil
+import typing
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.isolation import classify
+
+LOG = logging.getLogger(__name__)
+
+# Below this the kernel would OOM-kill host daemons (nova-compute and
+# libvirtd alone use a few hundred MiB).
+MIN_MEMORY_LIMIT_MIB = 256
+_GROUP_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+_UNIT_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9:_.\\@-]*\.(slice|scope)$')
+
+
+class ConfigError(Exception):
+    """The configuration is refused; nothing was changed."""
+
+
+class HostPaths(typing.NamedTuple):
+    """Where the host is read; tests point these into a temporary tree."""
+    proc: str = '/proc'
+    cpu_sysfs: str = '/sys/devices/system/cpu'
+    node_sysfs: str = '/sys/devices/system/node'
+    systemd_run: str = '/run/systemd/system'
+
+
+HOST = HostPaths()  # the real host
+
+
+class Settings(typing.NamedTuple):
+    mode: str                    # 'v1' or 'systemd'
+    cpus: frozenset              # the reserved host CPUs
+    mems: typing.Optional[frozenset]  # memory nodes; None: unchanged
+    cgroup_root: str
+    group_name: str
+    memory_limit_mib: typing.Optional[int]
+    rules: classify.Rules
+    pidfile_dirs: tuple
+    sweep_interval: int
+    slices: tuple
+    state_file: str
+    systemctl: typing.Optional[str]
+    paths: HostPaths
+
+
+def _read_set(path, what):
+    try:
+        with open(path, encoding='ascii') as f:
+            return cpuset.parse(f.read().strip())
+    except (OSError, cpuset.CpusetError) as exc:
+        raise ConfigError('cannot read the %s from %s: %s'
+                          % (what, path, exc)) from None
+
+
+def online_cpus(paths=HOST):
+    return _read_set(os.path.join(paths.cpu_sysfs, 'online'), 'online CPUs')
+
+
+def online_nodes(paths=HOST):
+    path = os.path.join(paths.node_sysfs, 'online')
+    if not os.path.exists(path):
+        return frozenset([0])  # a kernel without NUMA: one node
+    return _read_set(path, 'online memory nodes')
+
+
+def _mem_total_mib(paths):
+    try:
+        with open(os.path.join(paths.proc, 'meminfo'),
+                  encoding='ascii') as f:
+            for line in f:
+                if line.startswith('MemTotal:'):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reserved_cpus(conf, paths):
+    text = conf.nova_pinning.reserved_cpus
+    if not text or not text.strip():
+        raise ConfigError('[nova_pinning] reserved_cpus is not set: there '
+                          'are no host CPUs to confine host processes to')
+    online = online_cpus(paths)
+    try:
+        cpus = cpuset.parse_optional(text, '[nova_pinning] reserved_cpus',
+                                     known=online)
+    except cpuset.CpusetError as exc:
+        raise ConfigError(str(exc)) from None
+    if cpus >= online:
+        raise ConfigError('[nova_pinning] reserved_cpus %s is every online '
+                          'CPU: no CPU would be left for guests'
+                          % cpuset.format(cpus))
+    return cpus
+
+
+def _check_guest_overlap(conf, cpus):
+    from nova_pinning_hooks import overcommit
+    path = conf.nova_pinning.overcommit_file
+    if not path or not os.path.exists(path):
+        return
+    try:
+        info = overcommit.read(path)
+    except overcommit.OvercommitError as exc:
+        LOG.warning('isolation: cannot check reserved_cpus against nova\'s '
+                    'CPU sets: %s', exc)
+        return
+    for name, text in (('cpu_shared_set', info.shared_cpus),
+                       ('cpu_dedicated_set', info.dedicated_cpus)):
+        guest = cpuset.parse(text) if text else frozenset()
+        if cpus & guest:
+            raise ConfigError(
+                '[nova_pinning] reserved_cpus %s overlaps nova\'s %s (%s): '
+                'host processes would share CPUs with guests'
+                % (cpuset.format(cpus), name, cpuset.format(guest)))
+
+
+def _memory_nodes(opts, paths):
+    text = opts.memory_nodes
+    if not text or not text.strip():
+        return None
+    what = '[nova_pinning_isolation] memory_nodes'
+    try:
+        nodes = cpuset.parse(text)
+    except cpuset.CpusetError as exc:
+        raise ConfigError('%s: %s' % (what, exc)) from None
+    unknown = nodes - online_nodes(paths)
+    if unknown:
+        raise ConfigError('%s names memory nodes the host does not have '
+                          'online: %s' % (what, cpuset.format(unknown)))
+    return nodes
+
+
+def _memory_limit(opts, paths):
+    limit = opts.memory_limit_mib
+    if not limit:
+        return None
+    if limit < MIN_MEMORY_LIMIT_MIB:
+        raise ConfigError('[nova_pinning_isolation] memory_limit_mib %d is '
+                          'below %d MiB: the kernel would kill host daemons'
+                          % (limit, MIN_MEMORY_LIMIT_MIB))
+    total = _mem_total_mib(paths)
+    if total is not None and limit >= total:
+        raise ConfigError('[nova_pinning_isolation] memory_limit_mib %d is '
+                          'not below the host\'s memory (%d MiB)'
+                          % (limit, total))
+    return limit
+
+
+def check_names(opts):
+    """Group, unit and path options are plain names / absolute paths."""
+    if not _GROUP_NAME.match(opts.group_name or '') or \
+            opts.group_name in classify.MACHINE_GROUPS:
+        raise ConfigError('[nova_pinning_isolation] group_name %r must be '
+                          'a plain cgroup name (letters, digits, ._-), not '
+                          'machine' % opts.group_name)
+    for unit in opts.slices:
+        if not _UNIT_NAME.match(unit):
+            raise ConfigError('[nova_pinning_isolation] slices: %r is not '
+                              'a systemd slice or scope name' % unit)
+        if unit == 'machine.slice' or unit.startswith('machine-'):
+            raise ConfigError('[nova_pinning_isolation] slices: %s holds '
+                              'the guests: it must not be confined to the '
+                              'host CPUs' % unit)
+    for path in opts.move_from_groups:
+        if not path.startswith('/') or '..' in path.split('/'):
+            raise ConfigError('[nova_pinning_isolation] move_from_groups: '
+                              '%r is not an absolute cgroup path' % path)
+    for path in opts.pidfile_dirs:
+        if not os.path.isabs(path):
+            raise ConfigError('[nova_pinning_isolation] pidfile_dirs: %r is '
+                              'not an absolute path' % path)
+
+
+def resolve_mode(opts, paths=HOST):
+    """``(mode, systemctl path)``; ConfigError if that mode cannot work
+    here."""
+    mode = opts.cgroup_mode
+    root = opts.cgroup_root
+    if mode == 'auto':
+        unified = os.path.exists(os.path.join(root, 'cgroup.controllers'))
+        mode = ('systemd' if unified and os.path.isdir(paths.systemd_run)
+                else 'v1')
+    if mode == 'systemd':
+        systemctl = shutil.which('systemctl')
+        if systemctl is None:
+            raise ConfigError('cgroup_mode systemd: no systemctl on PATH')
+        return mode, systemctl
+    if not os.path.exists(os.path.join(root, 'cpuset', 'cpuset.cpus')):
+        raise ConfigError('cgroup_mode v1: no cgroup v1 cpuset hierarchy '
+                          'at %s' % os.path.join(root, 'cpuset'))
+    if opts.memory_limit_mib and not os.path.exists(
+            os.path.join(root, 'memory', 'memory.limit_in_bytes')):
+        raise ConfigError('memory_limit_mib is set but there is no cgroup '
+                          'v1 memory hierarchy at %s'
+                          % os.path.join(root, 'memory'))
+    return mode, None
+
+
+def load(conf, paths=HOST):
+    """Validated ``Settings``; ``ConfigError`` if anything is wrong."""
+    opts = conf.nova_pinning_isolation
+    cpus = _reserved_cpus(conf, paths)
+    _check_guest_overlap(conf, cpus)
+    mems = _memory_nodes(opts, paths)
+    check_names(opts)
+    mode, systemctl = resolve_mode(opts, paths)
+    limit = _memory_limit(opts, paths)
+    if limit and mode == 'systemd':
+        LOG.warning('isolation: memory_limit_mib applies to cgroup v1 '
+                    'only; ignored with systemd (set MemoryMax= on the '
+                    'slices instead)')
+        limit = None
+    group = '/' + opts.group_name
+    rules = classify.Rules(
+        group=group,
+        excluded_names=classify.comm_names(opts.exclude_process_names),
+        move_from=frozenset(p.rstrip('/') or '/'
+                            for p in opts.move_from_groups),
+        only_descendants_of=opts.only_descendants_of)
+    return Settings(
+        mode=mode, cpus=cpus, mems=mems, cgroup_root=opts.cgroup_root,
+        group_name=opts.group_name, memory_limit_mib=limit, rules=rules,
+        pidfile_dirs=tuple(opts.pidfile_dirs),
+        sweep_interval=opts.sweep_interval, slices=tuple(opts.slices),
+        state_file=opts.state_file, systemctl=systemctl, paths=paths)

@@ -1,0 +1,85 @@
+"""``status``: what isolation looks like on this host, as a plain dict.
+
+Read-only and never raises: ``nova-pinning status`` prints it beside the
+binding state. Keys (absent when unknown):
+
+* ``state``: 'applied' (a state file records changes), 'not applied',
+  'not configured' (the configuration is refused: ``why``), 'unknown'
+  (``error``);
+* ``mode``, ``reserved_cpus``: from the configuration;
+* ``applied_mode``, ``applied_cpus``, ``recorded_processes``: from the
+  state file;
+* cgroup v1: ``group``, ``group_exists``, ``group_cpus``, ``confined``
+  (processes in the host group), ``not_confined`` (processes that would
+  be moved but are not in it, e.g. started since the last sweep),
+  ``kept`` (``{reason: count}`` of processes never moved);
+* systemd: ``slices`` (``{unit: {AllowedCPUs, EffectiveCPUs, ...}}``,
+  with machine.slice), ``confined`` / ``not_confined`` (units whose
+  EffectiveCPUs are / are not the reserved CPUs).
+"""
+
+import collections
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import classify
+from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import state
+
+LOG = logging.getLogger(__name__)
+
+
+def _recorded(path):
+    try:
+        st = state.load(path)
+    except state.StateError as exc:
+        return {'state': 'unknown', 'error': str(exc)}
+    if st is None:
+        return {'state': 'not applied'}
+    return {'state': 'applied', 'applied_mode': st['mode'],
+            'applied_cpus': st.get('cpus'),
+            'recorded_processes': len(st['moved'])}
+
+
+def _processes(settings):
+    counts = collections.Counter()
+    for _, verdict, _ in classify.scan(settings.rules, settings.paths.proc):
+        counts[verdict] += 1
+    kept = {k: v for k, v in counts.items()
+            if k not in (classify.CONFINED, classify.MOVABLE)}
+    return {'confined': counts[classify.CONFINED],
+            'not_confined': counts[classify.MOVABLE], 'kept': kept}
+
+
+def _status(conf, paths):
+    result = _recorded(conf.nova_pinning_isolation.state_file)
+    try:
+        settings = config.load(conf, paths)
+    except config.ConfigError as exc:
+        if result['state'] == 'not applied':
+            result['state'] = 'not configured'
+        result['why'] = str(exc)
+        return result
+    from nova_pinning_hooks.isolation import agent
+    result.update(mode=settings.mode,
+                  reserved_cpus=cpuset.format(settings.cpus))
+    backend = agent.backend_for(settings)
+    try:
+        result.update(backend.status())
+    except (BackendError, OSError) as exc:
+        result['backend_error'] = str(exc)
+    if settings.mode == 'v1':
+        result.update(_processes(settings))
+    return result
+
+
+def status(conf, paths=config.HOST):
+    """The isolation state (see the module doc); never raises."""
+    try:
+        return _status(conf, paths)
+    except Exception as exc:  # a status line must not break the caller
+        LOG.exception('isolation: status failed')
+        return {'state': 'unknown', 'error': '%s: %s'
+                % (type(exc).__name__, exc)}

@@ -1,0 +1,156 @@
+"""``undo``: put back everything the agent changed.
+
+Driven by the state file, not by the current configuration, so it works
+after the agent crashed, after the configuration changed, and even when
+``reserved_cpus`` has been removed already.
+
+cgroup v1: every recorded process still in the host group (and still the
+same process: same start time) goes back to the cgroup it came from (the
+root if that group is gone), with the thread affinities the move reset;
+every other process in the group (born inside, or its record lost) goes
+where its recorded parent came from, or to the root; then the groups we
+created are removed and groups that existed get their old settings back.
+A process that someone moved elsewhere meanwhile is left there.
+
+systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
+``AllowedMemoryNodes=``) back, normally the empty value.
+
+The state file is removed only when everything was restored; otherwise
+it is kept (without the processes already restored) and the failures are
+returned, so ``undo`` can be run again.
+
+A state file that is corrupt or untrusted is set aside
+(``<state_file>.unusable``) and undo falls back to what the
+configuration names: the configured group is emptied into the root and
+removed; with systemd the configured units get ``AllowedCPUs=`` empty.
+"""
+
+import os
+import shutil
+import typing
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks.isolation import cgroupv1
+from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import systemd
+
+LOG = logging.getLogger(__name__)
+
+
+class UndoResult(typing.NamedTuple):
+    mode: typing.Optional[str]   # None: nothing was recorded
+    restored: int                # processes (or units) put back
+    others: int                  # processes found in the group unrecorded
+    failures: tuple              # what could not be restored
+
+
+def _systemctl():
+    return shutil.which('systemctl') or 'systemctl'
+
+
+def _undo_v1(record, moved, proc):
+    backend = cgroupv1.CgroupV1.from_record(record, proc)
+    restored, others, origins = 0, 0, {}
+    for key, entry in sorted(moved.items(), key=lambda kv: int(kv[0])):
+        pid = int(key)
+        if procfs.same(pid, entry['start'], proc) is None:
+            continue  # exited; its pid may be another process's now
+        groups = procfs.cgroups(pid, proc) or {}
+        origins[pid] = entry
+        if groups.get('cpuset') == backend.path and \
+                backend.move_back(pid, entry):
+            restored += 1
+        if entry.get('memory') and groups.get('memory') == backend.path:
+            backend.move_memory_back(pid, entry['memory'])
+    for memory in (False, True):
+        for pid in backend.members(memory=memory):
+            p = procfs.read(pid, proc)
+            parent = origins.get(p.ppid, {}) if p else {}
+            if memory:
+                backend.move_memory_back(pid, parent.get('memory'))
+            else:
+                others += backend.move_back(pid, {
+                    'cpuset': parent.get('cpuset')})
+    failures = backend.remove(record)
+    left = backend.members()
+    if left:
+        failures.append('pids %s stay in %s' % (
+            ' '.join(map(str, left)), backend.dir))
+    return restored, others, failures
+
+
+def _undo_systemd(record):
+    backend = systemd.Systemd(record.get('slices', []),
+                              systemctl=_systemctl())
+    failures = backend.restore(record)
+    return len(record.get('previous', {})) - len(failures), 0, failures
+
+
+def _fallback(conf, paths, why):
+    """Undo without a usable state: what the configuration names."""
+    opts = conf.nova_pinning_isolation
+    config.check_names(opts)
+    mode, systemctl = config.resolve_mode(opts, paths)
+    failures = [why] if why else []
+    if mode == 'systemd':
+        if not why:
+            return UndoResult(None, 0, 0, ())  # never applied here
+        record = {'slices': list(opts.slices), 'previous': {
+            unit: {'AllowedCPUs': ''} for unit in opts.slices}}
+        restored, _, failed = _undo_systemd(record)
+        return UndoResult(mode, restored, 0, tuple(failures + failed))
+    record = {'cpuset_root': os.path.join(opts.cgroup_root, 'cpuset'),
+              'memory_root': os.path.join(opts.cgroup_root, 'memory'),
+              'group': opts.group_name,
+              'created': {'cpuset': True, 'memory': True}}
+    backend = cgroupv1.CgroupV1.from_record(record, paths.proc)
+    if not (os.path.isdir(backend.dir) or os.path.isdir(backend.memory_dir)):
+        return UndoResult(None, 0, 0, tuple(failures))
+    _, others, failed = _undo_v1(record, {}, paths.proc)
+    return UndoResult(mode, 0, others, tuple(failures + failed))
+
+
+def _still_confined(st, proc):
+    group = '/' + st.get('v1', {}).get('group', '')
+    keep = {}
+    for key, entry in st['moved'].items():
+        if procfs.same(int(key), entry['start'], proc) is not None and \
+                (procfs.cgroups(int(key), proc) or {}).get('cpuset') == group:
+            keep[key] = entry
+    return keep
+
+
+def undo(conf, paths=config.HOST):
+    """Restore what the state file records; an ``UndoResult``. Raises
+    ``state.StateError`` if another agent holds the lock, and
+    ``config.ConfigError`` only when falling back to the configuration
+    and that is unusable too."""
+    path = conf.nova_pinning_isolation.state_file
+    with state.Lock(path):
+        try:
+            st = state.load(path)
+        except state.StateError as exc:
+            aside = path + '.unusable'
+            os.replace(path, aside)
+            why = '%s (set aside as %s)' % (exc, aside)
+            LOG.error('isolation: %s; undoing what the configuration '
+                      'names', why)
+            return _fallback(conf, paths, why)
+        if st is None:
+            return _fallback(conf, paths, None)
+        if st['mode'] == 'v1':
+            restored, others, failures = _undo_v1(st['v1'], st['moved'],
+                                                  paths.proc)
+        else:
+            restored, others, failures = _undo_systemd(st['systemd'])
+        if failures:
+            st['moved'] = _still_confined(st, paths.proc)
+            state.save(path, st)
+        else:
+            state.remove(path)
+        LOG.info('isolation: undone (%s): %d restored, %d others, %d '
+                 'failures', st['mode'], restored, others, len(failures))
+        return UndoResult(st['mode'], restored, others, tuple(failures))

@@ -1,0 +1,134 @@
+"""systemd backend (cgroup v2): ``AllowedCPUs=`` on the host's slices.
+
+``systemctl set-property --runtime <unit> AllowedCPUs=<reserved>`` on
+``system.slice``, ``user.slice`` and ``init.scope`` (configurable; never
+``machine.slice``, where libvirt puts the guests). Runtime properties
+vanish at reboot, and systemd keeps every new process of a slice inside
+it, so there are no processes to follow: ``moves_processes`` is False.
+
+Same small interface as ``cgroupv1.CgroupV1``: ``record()`` reads the
+units' current values (stored before the first change), ``ensure()``
+sets ours (only on units that differ), ``restore(record)`` sets the
+recorded values back (normally empty: ``AllowedCPUs=``), ``status()``.
+
+systemctl always runs with an argument list, never through a shell.
+"""
+
+import subprocess
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.isolation import BackendError
+
+LOG = logging.getLogger(__name__)
+
+GUESTS = 'machine.slice'
+TIMEOUT = 60
+
+
+def _props(text):
+    return dict(line.split('=', 1) for line in text.splitlines()
+                if '=' in line)
+
+
+class Systemd:
+
+    name = 'systemd'
+    moves_processes = False
+
+    def __init__(self, slices, cpus=None, mems=None, systemctl='systemctl'):
+        self.slices = list(slices)
+        self.cpus = cpus
+        self.mems = mems
+        self.systemctl = systemctl
+
+    @classmethod
+    def from_settings(cls, s):
+        return cls(s.slices, s.cpus, s.mems, s.systemctl)
+
+    def _run(self, *args):
+        argv = [self.systemctl] + list(args)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True,
+                                  timeout=TIMEOUT, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise BackendError('%s failed: %s' % (' '.join(argv), exc)) \
+                from None
+        if proc.returncode:
+            raise BackendError('%s: %s' % (' '.join(argv),
+                                           proc.stderr.strip() or
+                                           'exit status %d'
+                                           % proc.returncode))
+        return proc.stdout
+
+    def show(self, unit):
+        """The unit's CPU properties, as systemd reports them."""
+        return _props(self._run('show', '-p', 'AllowedCPUs', '-p',
+                                'EffectiveCPUs', '-p', 'AllowedMemoryNodes',
+                                unit))
+
+    def _wanted(self):
+        props = {'AllowedCPUs': cpuset.format(self.cpus)}
+        if self.mems:
+            props['AllowedMemoryNodes'] = cpuset.format(self.mems)
+        return props
+
+    def record(self):
+        previous = {}
+        for unit in self.slices:
+            now = self.show(unit)
+            previous[unit] = {key: now.get(key, '')
+                              for key in self._wanted()}
+        return {'slices': list(self.slices), 'previous': previous}
+
+    def _set(self, unit, props):
+        self._run('set-property', '--runtime', unit,
+                  *['%s=%s' % kv for kv in sorted(props.items())])
+
+    def drifted(self):
+        """Units whose properties are not (or no longer) ours."""
+        wanted = self._wanted()
+        return [unit for unit in self.slices
+                if any(_canonical(self.show(unit).get(k, '')) != v
+                       for k, v in wanted.items())]
+
+    def ensure(self):
+        for unit in self.drifted():
+            self._set(unit, self._wanted())
+            LOG.info('isolation: %s confined to CPUs %s', unit,
+                     cpuset.format(self.cpus))
+
+    def restore(self, record):
+        """Give every recorded unit its previous values back; a list of
+        what failed."""
+        failed = []
+        for unit, props in sorted(record.get('previous', {}).items()):
+            try:
+                self._set(unit, props)
+            except BackendError as exc:
+                LOG.warning('isolation: %s', exc)
+                failed.append(str(exc))
+        return failed
+
+    def status(self):
+        units = {}
+        for unit in self.slices + [GUESTS]:
+            try:
+                units[unit] = self.show(unit)
+            except BackendError as exc:
+                units[unit] = {'error': str(exc)}
+        confined = [u for u in self.slices
+                    if _canonical(units[u].get('EffectiveCPUs', '')) ==
+                    cpuset.format(self.cpus)]
+        return {'slices': units, 'confined': len(confined),
+                'not_confined': len(self.slices) - len(confined)}
+
+
+def _canonical(text):
+    """systemd prints CPU sets its own way ("0-1" or "0 1")."""
+    try:
+        return cpuset.format(cpuset.parse(
+            ','.join(text.split()), allow_empty=True))
+    except cpuset.CpusetError:
+        return text

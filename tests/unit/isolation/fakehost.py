@@ -1,0 +1,187 @@
+"""A fake host in a temporary directory: /proc, /sys/devices/system/{cpu,
+node} and a cgroup v1 tree (cpuset, memory), behaving like the kernel
+where the agent relies on it:
+
+* writing a pid to a group's ``cgroup.procs`` moves the process (ESRCH if
+  it does not exist) and rewrites every ``cgroup.procs`` and the
+  process's /proc/PID/cgroup;
+* a cpuset group refuses tasks until cpuset.mems and cpuset.cpus are set;
+* a group with processes cannot be removed (EBUSY);
+* ``sched_setaffinity`` is recorded, never run (fake pids may be real
+  pids of this machine).
+"""
+
+import errno
+import os
+import shutil
+
+import fixtures
+
+from nova_pinning_hooks.isolation import procfs
+
+V1 = 'nova_pinning_hooks.isolation.cgroupv1.'
+
+
+def put(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+def get(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+class FakeHost(fixtures.Fixture):
+
+    def __init__(self, cpus='0-3', nodes='0', mem_kib=16 * 1024 * 1024):
+        super().__init__()
+        self.cpus, self.nodes, self.mem_kib = cpus, nodes, mem_kib
+
+    def _setUp(self):
+        from nova_pinning_hooks.isolation import config
+        self.top = self.useFixture(fixtures.TempDir()).path
+        j = os.path.join
+        self.paths = config.HostPaths(
+            proc=j(self.top, 'proc'), cpu_sysfs=j(self.top, 'cpu'),
+            node_sysfs=j(self.top, 'node'),
+            systemd_run=j(self.top, 'run-systemd'))
+        self.cgroot = j(self.top, 'cgroup')
+        self.roots = {'cpuset': j(self.cgroot, 'cpuset'),
+                      'memory': j(self.cgroot, 'memory')}
+        put(j(self.paths.cpu_sysfs, 'online'), self.cpus + '\n')
+        put(j(self.paths.node_sysfs, 'online'), self.nodes + '\n')
+        put(j(self.paths.proc, 'stat'), 'cpu 1 2 3\nbtime 1000\n')
+        put(j(self.paths.proc, 'meminfo'), 'MemTotal: %d kB\n'
+            % self.mem_kib)
+        cs = self.roots['cpuset']
+        for name, value in (('cpuset.cpus', self.cpus),
+                            ('cpuset.effective_cpus', self.cpus),
+                            ('cpuset.mems', self.nodes)):
+            put(j(cs, name), value + '\n')
+            put(j(cs, 'machine', name), value + '\n')
+        put(j(self.roots['memory'], 'memory.limit_in_bytes'),
+            '9223372036854771712\n')
+        self.where = {}      # pid -> {controller: path}
+        self.writes = []     # (path, value) written through the agent
+        self.affinity = []   # (tid, cpus) set through the agent
+        self.useFixture(fixtures.MonkeyPatch(V1 + '_write', self._write))
+        self.useFixture(fixtures.MonkeyPatch(V1 + '_rmdir', self._rmdir))
+        self.useFixture(fixtures.MonkeyPatch(
+            V1 + '_set_affinity', lambda tid, cpus:
+            self.affinity.append((tid, frozenset(cpus)))))
+        self._sync()
+
+    # -- the kernel -------------------------------------------------------
+
+    def _controller(self, path):
+        for name, root in self.roots.items():
+            if path == root or path.startswith(root + os.sep):
+                rel = os.path.relpath(path, root)
+                return name, '/' if rel == '.' else '/' + rel
+        raise AssertionError('write outside the fake cgroup tree: %s'
+                             % path)
+
+    def _write(self, path, value):
+        self.writes.append((path, value))
+        if os.path.basename(path) != 'cgroup.procs':
+            if os.path.basename(path) == 'cpuset.cpus':
+                put(os.path.join(os.path.dirname(path),
+                                 'cpuset.effective_cpus'), value)
+            put(path, value)
+            return
+        pid = int(value)
+        if pid not in self.where:
+            raise ProcessLookupError(errno.ESRCH, 'No such process')
+        d = os.path.dirname(path)
+        controller, group = self._controller(d)
+        if controller == 'cpuset' and group != '/' and not (
+                self._value(d, 'cpuset.mems') and
+                self._value(d, 'cpuset.cpus')):
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        self.where[pid][controller] = group
+        self._sync()
+
+    @staticmethod
+    def _value(d, name):
+        try:
+            return get(os.path.join(d, name))
+        except OSError:
+            return ''
+
+    def _rmdir(self, path):
+        if self._value(path, 'cgroup.procs'):
+            raise OSError(errno.EBUSY, 'Device or resource busy')
+        shutil.rmtree(path)
+
+    def _sync(self):
+        members = {}
+        for pid, groups in self.where.items():
+            for controller, path in groups.items():
+                members.setdefault((controller, path), []).append(str(pid))
+            put(os.path.join(self.paths.proc, str(pid), 'cgroup'),
+                '4:memory:%s\n3:cpuset:%s\n1:name=systemd:/\n0::/\n'
+                % (groups['memory'], groups['cpuset']))
+        for controller, root in self.roots.items():
+            for d, _, _ in os.walk(root):
+                rel = os.path.relpath(d, root)
+                path = '/' if rel == '.' else '/' + rel
+                put(os.path.join(d, 'cgroup.procs'), '\n'.join(
+                    sorted(members.get((controller, path), []), key=int)))
+
+    # -- processes ------------------------------------------------------
+
+    def spawn(self, pid, comm, ppid=1, flags=0, start=100, cgroup='/',
+              memory='/', state='S', threads=None, affinity=None):
+        """A process; ``threads``: {tid: cpuset path} of extra threads;
+        ``affinity``: {tid: CPU set text} (Cpus_allowed_list)."""
+        d = os.path.join(self.paths.proc, str(pid))
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        fields = [state, str(ppid)] + ['0'] * 4 + [str(flags)] + \
+            ['0'] * 12 + [str(start)] + ['0'] * 10
+        put(os.path.join(d, 'stat'), '%d (%s) %s\n'
+            % (pid, comm, ' '.join(fields)))
+        put(os.path.join(d, 'cmdline'), comm + '\0')
+        for tid, path in (threads or {}).items():
+            put(os.path.join(d, 'task', str(tid), 'cgroup'),
+                '3:cpuset:%s\n' % path)
+        for tid, cpus in (affinity or {}).items():
+            put(os.path.join(d, 'task', str(tid), 'status'),
+                'Name:\t%s\nCpus_allowed_list:\t%s\n' % (comm, cpus))
+        self.where[pid] = {'cpuset': cgroup, 'memory': memory}
+        d = os.path.join(self.roots['cpuset'], cgroup.lstrip('/'))
+        if not os.path.isdir(d):
+            for name, value in (('cpuset.cpus', self.cpus),
+                                ('cpuset.effective_cpus', self.cpus),
+                                ('cpuset.mems', self.nodes)):
+                put(os.path.join(d, name), value)
+        os.makedirs(os.path.join(self.roots['memory'], memory.lstrip('/')),
+                    exist_ok=True)
+        self._sync()
+
+    def exit(self, pid):
+        shutil.rmtree(os.path.join(self.paths.proc, str(pid)))
+        del self.where[pid]
+        self._sync()
+
+    def cgroup(self, pid, controller='cpuset'):
+        return procfs.cgroups(pid, self.paths.proc)[controller]
+
+    def group_dir(self, name, controller='cpuset'):
+        return os.path.join(self.roots[controller], name)
+
+    def typical(self):
+        """init, kernel threads, daemons, Open vSwitch, a guest."""
+        self.spawn(1, 'init', ppid=0)
+        self.spawn(2, 'kthreadd', ppid=0)
+        self.spawn(10, 'kworker/0:1', ppid=2)
+        self.spawn(11, 'odd-kthread', ppid=1, flags=procfs.PF_KTHREAD)
+        self.spawn(100, 'sshd')
+        self.spawn(101, 'rsyslogd', cgroup='/system/rsyslog')
+        self.spawn(102, 'ovs-vswitchd')
+        self.spawn(103, 'qemu-system-x86', cgroup='/machine/qemu-1-g1',
+                   memory='/machine/qemu-1-g1')
+        self.spawn(104, 'nova-compute')
+        self.spawn(105, 'defunct', state='Z')

@@ -1,0 +1,92 @@
+"""``nova-pinning-isolate``: exit statuses, messages, status text."""
+
+import io
+import os
+
+import fixtures
+import testtools
+
+from nova_pinning_hooks.cmd import isolate
+from nova_pinning_hooks.isolation import state
+from tests.unit.isolation import fakehost
+
+
+class TestCli(testtools.TestCase):
+    """The command on a configuration file. No config fixture here:
+    oslo.config shares overrides between ConfigOpts objects that
+    register the same OptGroup objects, and they would win over the
+    file."""
+
+    def setUp(self):
+        super().setUp()
+        self.host = self.useFixture(fakehost.FakeHost())
+        self.state_file = os.path.join(self.host.top, 'state', 'iso.json')
+
+    def run_cli(self, *args, reserved='0'):
+        cfgfile = os.path.join(self.host.top, 'nph.conf')
+        with open(cfgfile, 'w') as f:
+            f.write('[nova_pinning]\n%s\n[nova_pinning_isolation]\n'
+                    'cgroup_mode = v1\ncgroup_root = %s\nstate_file = %s\n'
+                    'pidfile_dirs =\n'
+                    % ('reserved_cpus = %s' % reserved if reserved else '',
+                       self.host.cgroot, self.state_file))
+        out, err = io.StringIO(), io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
+        code = isolate.main(['--config-file', cfgfile] + list(args))
+        return code, out.getvalue(), err.getvalue()
+
+    def test_refused_configuration(self):
+        code, out, err = self.run_cli('apply', reserved='0-4095')
+        self.assertEqual((2, ''), (code, out))
+        self.assertEqual(1, len(err.splitlines()))
+        self.assertIn('does not have', err)
+        self.assertFalse(os.path.exists(self.state_file))
+
+    def test_status_when_not_configured(self):
+        code, out, _ = self.run_cli('status', reserved=None)
+        self.assertEqual(0, code)
+        self.assertIn('state: not configured', out)
+        self.assertIn('reserved_cpus is not set', out)
+
+    def test_undo_with_nothing_applied(self):
+        self.assertEqual((0, 'nothing to undo\n', ''),
+                         self.run_cli('undo', reserved=None))
+
+    def test_busy_lock_fails_and_changes_nothing(self):
+        with state.Lock(self.state_file):
+            code, _, err = self.run_cli('apply')
+        self.assertEqual(1, code)
+        self.assertIn('another nova-pinning-isolate', err)
+        self.assertFalse(os.path.exists(self.state_file))
+        self.assertFalse(os.path.exists(self.host.group_dir(
+            'nova-pinning-host')))
+
+
+class TestStatusText(testtools.TestCase):
+
+    def test_v1(self):
+        text = isolate.status_text({
+            'state': 'applied', 'mode': 'v1', 'reserved_cpus': '0',
+            'applied_mode': 'v1', 'applied_cpus': '0',
+            'recorded_processes': 3, 'group': '/sys/fs/cgroup/cpuset/h',
+            'group_exists': True, 'group_cpus': '0', 'confined': 3,
+            'not_confined': 1, 'kept': {'init': 1, 'kernel thread': 80}})
+        self.assertEqual(
+            'state: applied\nmode: v1\nreserved CPUs: 0\n'
+            'applied: v1 on CPUs 0, 3 processes recorded\n'
+            'group: /sys/fs/cgroup/cpuset/h (CPUs 0)\n'
+            'processes confined: 3, not confined: 1\n'
+            'never moved: init 1, kernel thread 80\n', text)
+
+    def test_systemd(self):
+        text = isolate.status_text({
+            'state': 'applied', 'mode': 'systemd', 'reserved_cpus': '0',
+            'slices': {'system.slice': {'AllowedCPUs': '0',
+                                        'EffectiveCPUs': '0'},
+                       'machine.slice': {'AllowedCPUs': '',
+                                         'EffectiveCPUs': '0-3'}},
+            'confined': 1, 'not_confined': 0})
+        self.assertIn('machine.slice: AllowedCPUs= EffectiveCPUs=0-3\n'
+                      'system.slice: AllowedCPUs=0 EffectiveCPUs=0\n'
+                      'units confined: 1, not confined: 0\n', text)

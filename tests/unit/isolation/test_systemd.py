@@ -1,0 +1,167 @@
+"""The systemd (cgroup v2) path against a fake ``systemctl`` on PATH.
+
+There is no systemd on the machines these tests run on: the fake keeps
+each unit's properties in a JSON file, applies ``set-property`` to it,
+answers ``show`` from it (EffectiveCPUs is AllowedCPUs, or every CPU
+when that is empty), and records every argument vector it was run with.
+"""
+
+import json
+import os
+import sys
+import threading
+
+import fixtures
+
+from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import report
+from tests.unit.isolation import base
+
+FAKE = '''#!{python}
+import json, sys
+units_path, log_path = {units!r}, {log!r}
+argv = sys.argv[1:]
+with open(log_path, 'a') as f:
+    f.write(json.dumps(argv) + '\\n')
+with open(units_path) as f:
+    units = json.load(f)
+unit = argv[-1] if argv[0] == 'show' else argv[2]
+if unit not in units:
+    sys.stderr.write('Unit %s not found.\\n' % unit)
+    sys.exit(5)
+props = units[unit]
+if argv[0] == 'show':
+    for name in argv[2:-1:2]:
+        if name == 'EffectiveCPUs':
+            print('EffectiveCPUs=' + (props.get('AllowedCPUs') or '0-3'))
+        else:
+            print('%s=%s' % (name, props.get(name, '')))
+elif argv[:2] == ['set-property', '--runtime']:
+    for kv in argv[3:]:
+        key, value = kv.split('=', 1)
+        props[key] = value
+    with open(units_path, 'w') as f:
+        json.dump(units, f)
+else:
+    sys.exit(2)
+'''
+
+SLICES = ('system.slice', 'user.slice', 'init.scope')
+
+
+class SystemdTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        bin_dir = os.path.join(self.host.top, 'bin')
+        os.makedirs(bin_dir)
+        self.units_path = os.path.join(self.host.top, 'units.json')
+        self.log = os.path.join(self.host.top, 'systemctl.log')
+        self.set_units({u: {} for u in SLICES + ('machine.slice',)})
+        script = os.path.join(bin_dir, 'systemctl')
+        with open(script, 'w') as f:
+            f.write(FAKE.format(python=sys.executable,
+                                units=self.units_path, log=self.log))
+        os.chmod(script, 0o755)
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', bin_dir + os.pathsep + os.environ.get('PATH', '')))
+        self.config(cgroup_mode='systemd')
+
+    def set_units(self, units):
+        with open(self.units_path, 'w') as f:
+            json.dump(units, f)
+
+    def units(self):
+        with open(self.units_path) as f:
+            return json.load(f)
+
+    def calls(self, verb=None):
+        try:
+            with open(self.log) as f:
+                argvs = [json.loads(line) for line in f]
+        except FileNotFoundError:
+            return []
+        return [a for a in argvs if verb is None or a[0] == verb]
+
+
+class TestSystemd(SystemdTestCase):
+
+    def test_apply_sets_allowed_cpus_on_host_units_only(self):
+        self.isolator().apply()
+        self.assertEqual(
+            [['set-property', '--runtime', unit, 'AllowedCPUs=0']
+             for unit in SLICES], self.calls('set-property'))
+        self.assertEqual({}, self.units()['machine.slice'])
+        with open(self.state_file) as f:
+            st = json.load(f)
+        self.assertEqual({u: {'AllowedCPUs': ''} for u in SLICES},
+                         st['systemd']['previous'])
+
+    def test_second_apply_sets_nothing(self):
+        self.isolator().apply()
+        before = len(self.calls('set-property'))
+        self.isolator().apply()
+        self.assertEqual(before, len(self.calls('set-property')))
+
+    def test_memory_nodes(self):
+        self.config(memory_nodes='0')
+        self.isolator().apply()
+        self.assertIn(['set-property', '--runtime', 'system.slice',
+                       'AllowedCPUs=0', 'AllowedMemoryNodes=0'],
+                      self.calls('set-property'))
+
+    def test_undo_sets_the_previous_value_back(self):
+        units = self.units()
+        units['user.slice'] = {'AllowedCPUs': '0-1'}
+        self.set_units(units)
+        self.isolator().apply()
+        result = self.undo()
+        self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
+                                              result.failures))
+        self.assertIn(['set-property', '--runtime', 'system.slice',
+                       'AllowedCPUs='], self.calls('set-property'))
+        self.assertEqual({'AllowedCPUs': '0-1'}, self.units()['user.slice'])
+        self.assertEqual('', self.units()['init.scope']['AllowedCPUs'])
+        self.assertFalse(os.path.exists(self.state_file))
+        self.assertFalse(any('machine.slice' in a for a in self.calls()))
+
+    def test_status_reports_effective_cpus(self):
+        self.isolator().apply()
+        st = report.status(self.conf, self.host.paths)
+        self.assertEqual(('applied', 'systemd', 3, 0),
+                         (st['state'], st['mode'], st['confined'],
+                          st['not_confined']))
+        self.assertEqual('0', st['slices']['system.slice']['EffectiveCPUs'])
+        self.assertEqual('0-3',
+                         st['slices']['machine.slice']['EffectiveCPUs'])
+
+    def test_missing_unit_is_an_error_before_any_change(self):
+        self.set_units({'system.slice': {}, 'init.scope': {}})
+        exc = self.assertRaises(BackendError, self.isolator().apply)
+        self.assertIn('Unit user.slice not found', str(exc))
+        self.assertEqual([], self.calls('set-property'))
+        self.assertFalse(os.path.exists(self.state_file))
+
+    def test_watch_puts_back_a_unit_someone_reset(self):
+        self.config(sweep_interval=1)
+        iso = self.isolator()
+        stop = threading.Event()
+        thread = threading.Thread(target=iso.watch, args=(stop, 30))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        for _ in range(100):
+            if self.units()['init.scope'].get('AllowedCPUs') == '0':
+                break  # applied
+            stop.wait(0.05)
+        units = self.units()
+        units['user.slice']['AllowedCPUs'] = ''
+        self.set_units(units)
+        for _ in range(60):
+            if self.units()['user.slice']['AllowedCPUs'] == '0':
+                break
+            stop.wait(0.1)
+        self.assertEqual('0', self.units()['user.slice']['AllowedCPUs'])
+        stop.set()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())

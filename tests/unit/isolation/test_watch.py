@@ -1,0 +1,127 @@
+"""The watch loop on a fake host, with real inotify on real pid files."""
+
+import os
+import threading
+import time
+
+from nova_pinning_hooks.isolation import procfs
+from tests.unit.isolation import base
+
+GROUP = '/nova-pinning-host'
+
+
+class TestWatch(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.run_dir = os.path.join(self.host.top, 'run')
+        os.makedirs(os.path.join(self.run_dir, 'libvirt'))
+        self.config(pidfile_dirs=[self.run_dir], sweep_interval=600)
+        self.host.typical()
+
+    def start(self):
+        self.iso = self.isolator()
+        self.stop = threading.Event()
+        thread = threading.Thread(target=self.iso.watch,
+                                  args=(self.stop, 60))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(self.stop.set)
+        self.wait_for(100, GROUP)  # the initial sweep is done
+        time.sleep(0.2)  # the watcher is set up
+        return thread
+
+    def wait_for(self, pid, group, seconds=3.0):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and self.host.cgroup(pid) != group:
+            time.sleep(0.05)
+        self.assertEqual(group, self.host.cgroup(pid), 'pid %d' % pid)
+
+    def pidfile(self, name, pid, rename=False):
+        path = os.path.join(self.run_dir, name)
+        tmp = path + '.tmp' if rename else path
+        with open(tmp, 'w') as f:
+            f.write('%d\n' % pid)
+        if rename:
+            os.rename(tmp, path)
+
+    def test_follows_restarted_daemons(self):
+        self.start()
+        self.host.exit(100)
+        self.host.spawn(600, 'sshd', start=5000)
+        self.pidfile('sshd.pid', 600)
+        self.wait_for(600, GROUP)
+        self.host.spawn(601, 'libvirtd', start=5001)
+        self.pidfile('libvirt/libvirtd.pid', 601, rename=True)
+        self.wait_for(601, GROUP)
+        self.assertIn('601', self.iso.state['moved'])
+
+    def test_never_moves_what_must_stay(self):
+        self.start()
+        for pid in (1, 2, 102, 103):
+            self.pidfile('p%d.pid' % pid, pid)
+        self.host.spawn(602, 'canary', start=5000)
+        self.pidfile('canary.pid', 602)
+        self.wait_for(602, GROUP)  # the events before it were handled
+        for pid, where in ((1, '/'), (2, '/'), (102, '/'),
+                           (103, '/machine/qemu-1-g1')):
+            self.assertEqual(where, self.host.cgroup(pid))
+
+    def test_pid_files_obey_only_descendants_of(self):
+        self.host.spawn(300, 'trial-parent', ppid=104)
+        self.config(only_descendants_of=300)
+        self.host.spawn(301, 'trial-child', ppid=300)
+        self.iso = self.isolator()
+        stop = threading.Event()
+        thread = threading.Thread(target=self.iso.watch, args=(stop, 60))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        self.wait_for(301, GROUP)
+        time.sleep(0.2)
+        self.host.spawn(700, 'outsider', start=5000)
+        self.pidfile('outsider.pid', 700)
+        self.host.spawn(302, 'trial-child-2', ppid=300, start=5001)
+        self.pidfile('trial.pid', 302)
+        self.wait_for(302, GROUP)
+        self.assertEqual('/', self.host.cgroup(700))
+        self.assertEqual('/', self.host.cgroup(100))
+
+    def test_sweep_catches_processes_without_pid_file(self):
+        self.config(sweep_interval=1)
+        self.start()
+        self.host.spawn(603, 'no-pidfile', start=5000)
+        self.wait_for(603, GROUP)
+
+    def test_a_pid_reused_after_the_report_is_not_moved(self):
+        iso = self.isolator()
+        iso.apply()
+        self.host.spawn(604, 'daemon', start=5000)
+        reported = procfs.read(604, self.host.paths.proc)
+        self.host.spawn(604, 'someone-else', start=6000)
+        self.assertFalse(iso.confine(reported))
+        self.assertEqual('/', self.host.cgroup(604))
+
+    def test_errors_do_not_stop_the_agent(self):
+        self.config(sweep_interval=1)
+        thread = self.start()
+        calls = []
+        sweep = self.iso.sweep
+
+        def failing_once():
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError(5, 'Input/output error')
+            return sweep()
+        self.iso.sweep = failing_once
+        self.host.spawn(605, 'later', start=5000)
+        self.wait_for(605, GROUP, seconds=5)
+        self.assertTrue(thread.is_alive())
+
+    def test_stopping_leaves_the_host_confined(self):
+        thread = self.start()
+        self.stop.set()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(GROUP, self.host.cgroup(100))
+        self.assertTrue(os.path.exists(self.state_file))

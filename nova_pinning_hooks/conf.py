@@ -156,10 +156,12 @@ isolation_opts = [
                      'machine.slice (the guests) is never in this list.'),
     cfg.ListOpt('move_from_groups', default=['/'],
                 help='cgroup v1 only: processes are moved only out of '
-                     'these cpuset groups. The default, the root group, '
-                     'leaves processes that another tool placed in a '
-                     'cpuset group of its own (containers, other '
-                     'agents) where they are.'),
+                     'these cpuset groups (and, with memory_limit_mib, '
+                     'only out of these memory groups into the memory '
+                     'group). The default, the root group, leaves '
+                     'processes that another tool placed in a group of '
+                     'its own (containers, other agents, service '
+                     'managers) where they are.'),
     cfg.IntOpt('only_descendants_of', min=2,
                help='Confine only the descendants of this pid, not every '
                     'host process: for trials and tests.'),

@@ -122,11 +122,18 @@ class Isolator:
 
     # -- moving processes (cgroup v1) ----------------------------------------
 
+    def _memory_movable(self, groups):
+        """Whether the process joins the memory group too: only with a
+        limit, and only out of the same groups as for cpuset (a memory
+        group of a container or service manager is left alone)."""
+        return bool(self.settings.memory_limit_mib) and \
+            groups.get('memory') in self.settings.rules.move_from
+
     def _entry(self, p, groups):
         entry = {'comm': p.comm, 'start': p.start,
                  'cpuset': groups['cpuset']}
-        if self.settings.memory_limit_mib:
-            entry['memory'] = groups.get('memory')
+        if self._memory_movable(groups):
+            entry['memory'] = groups['memory']
         affinity = self.backend.narrow_affinity(p.pid, groups['cpuset'])
         if affinity:
             entry['affinity'] = affinity
@@ -145,10 +152,10 @@ class Isolator:
             # else: moved out again by someone; its first origin stands
         state.save(self.settings.state_file, self.state)
         moved, dropped = 0, False
-        for p, _ in items:
+        for p, groups in items:
             # The scan is a while ago on a busy host: same process still?
             if procfs.same(p.pid, p.start, self.proc) is not None and \
-                    self.backend.move(p.pid):
+                    self.backend.move(p.pid, self._memory_movable(groups)):
                 moved += 1
                 LOG.debug('isolation: moved %d (%s)', p.pid, p.comm)
             elif str(p.pid) in added:
@@ -188,8 +195,8 @@ class Isolator:
         for p, v, groups in classify.scan(self.settings.rules, self.proc):
             if v == classify.MOVABLE:
                 items.append((p, groups))
-            elif v == classify.CONFINED and self.settings.memory_limit_mib \
-                    and groups.get('memory') != group:
+            elif v == classify.CONFINED and groups.get('memory') != group \
+                    and self._memory_movable(groups):
                 memory.append((p, groups))
         if memory:
             self._join_memory(memory)

@@ -210,12 +210,13 @@ class CgroupV1:
             return False
         return True
 
-    def move(self, pid):
-        """Move a whole process into the host group(s); False if it is
-        gone or the kernel refused (logged)."""
+    def move(self, pid, memory=False):
+        """Move a whole process into the host group (and the memory
+        group if ``memory``); False if it is gone or the kernel refused
+        (logged)."""
         if not self._join(self.dir, pid):
             return False
-        if self.memory_limit_mib:
+        if memory:
             self.move_memory(pid)
         return True
 

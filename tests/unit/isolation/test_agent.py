@@ -56,9 +56,9 @@ class TestApply(base.TestCase):
         original = iso.backend.move
         seen = []
 
-        def move(pid):
+        def move(pid, memory=False):
             seen.append(str(pid) in self.recorded()['moved'])
-            return original(pid)
+            return original(pid, memory)
         iso.backend.move = move
         iso.apply()
         self.assertEqual([True, True, True], seen)
@@ -91,10 +91,10 @@ class TestApply(base.TestCase):
         iso = self.isolator()
         original = iso.backend.move
 
-        def exit_first(pid):
+        def exit_first(pid, memory=False):
             if pid == 100:
                 self.host.exit(100)
-            return original(pid)
+            return original(pid, memory)
         iso.backend.move = exit_first
         self.assertEqual(2, iso.apply())
         self.assertNotIn('100', self.recorded()['moved'])
@@ -163,6 +163,15 @@ class TestApply(base.TestCase):
         self.isolator().apply()
         self.assertTrue(self.recorded()['v1']['created']['memory'])
         self.assert_memory_confined_then_undone()
+
+    def test_memory_groups_of_others_are_left_alone(self):
+        self.host.spawn(300, 'service', memory='/system.slice/x.service')
+        self.config(memory_limit_mib=512)
+        self.isolator().apply()
+        self.assertEqual(GROUP, self.host.cgroup(300))
+        self.assertEqual('/system.slice/x.service',
+                         self.host.cgroup(300, 'memory'))
+        self.assertNotIn('memory', self.recorded()['moved']['300'])
 
     def test_refuses_over_another_setup(self):
         self.isolator().apply()

@@ -45,6 +45,20 @@ LOG = logging.getLogger(__name__)
 WAIT = 0.5  # seconds the watch loop waits for pid-file events at a time
 
 
+class _NoWatcher:
+    """Stands in for the pid-file watcher when inotify is unavailable."""
+
+    def __init__(self):
+        self._sleep = threading.Event()
+
+    def wait(self, timeout):
+        self._sleep.wait(timeout)
+        return []
+
+    def close(self):
+        pass
+
+
 def backend_for(settings):
     if settings.mode == 'systemd':
         return systemd.Systemd.from_settings(settings)
@@ -247,10 +261,22 @@ class Isolator:
             return seconds
         return max(0.0, min(seconds, deadline - time.monotonic()))
 
+    def _watcher(self):
+        try:
+            watcher = pidwatch.PidWatcher(self.settings.pidfile_dirs,
+                                          self.proc)
+        except OSError as exc:
+            # Out of inotify instances or watches: degrade, do not die.
+            LOG.error('isolation: cannot watch pid files (%s); only the '
+                      'sweep every %d s follows daemon restarts', exc,
+                      self.settings.sweep_interval)
+            return _NoWatcher()
+        watcher.rescan()  # the files already there: the sweep saw them
+        return watcher
+
     def _follow(self, stop, deadline):
         s = self.settings
-        watcher = pidwatch.PidWatcher(s.pidfile_dirs, self.proc)
-        watcher.rescan()  # the files already there: the sweep saw them
+        watcher = self._watcher()
         next_sweep = time.monotonic() + s.sweep_interval
         try:
             while not stop.is_set():

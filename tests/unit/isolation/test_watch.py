@@ -4,6 +4,7 @@ import os
 import threading
 import time
 
+from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import procfs
 from tests.unit.isolation import base
 
@@ -101,6 +102,17 @@ class TestWatch(base.TestCase):
         self.host.spawn(604, 'someone-else', start=6000)
         self.assertFalse(iso.confine(reported))
         self.assertEqual('/', self.host.cgroup(604))
+
+    def test_without_inotify_the_sweep_still_follows(self):
+        def no_inotify(*args):
+            raise OSError(24, 'Too many open files')
+        self.patch(pidwatch, 'PidWatcher', no_inotify)
+        self.config(sweep_interval=1)
+        thread = self.start()
+        self.host.spawn(606, 'restarted', start=5000)
+        self.pidfile('restarted.pid', 606)
+        self.wait_for(606, GROUP, seconds=5)
+        self.assertTrue(thread.is_alive())
 
     def test_errors_do_not_stop_the_agent(self):
         self.config(sweep_interval=1)

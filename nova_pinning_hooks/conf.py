@@ -171,12 +171,22 @@ isolation_opts = [
 ]
 
 
+def _fresh(group):
+    # ConfigOpts.register_group keeps a shallow copy of the group, whose
+    # option table (and so every override) would be shared by every
+    # ConfigOpts registered from the same OptGroup object.
+    return cfg.OptGroup(group.name, title=group.title, help=group.help)
+
+
 def register_opts(conf):
-    """Register every option on ``conf``; safe to call more than once."""
-    conf.register_group(pinning_group)
-    conf.register_opts(pinning_opts, group=pinning_group)
-    conf.register_group(isolation_group)
-    conf.register_opts(isolation_opts, group=isolation_group)
+    """Register every option on ``conf``; safe to call more than once.
+
+    Each ConfigOpts gets groups of its own, so values set on one (tests,
+    the CLI, nova's CONF) never show in another."""
+    for group, opts in list_opts():
+        if group.name not in conf:
+            conf.register_group(_fresh(group))
+        conf.register_opts(opts, group=group.name)
 
 
 def list_opts():

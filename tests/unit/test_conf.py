@@ -31,3 +31,17 @@ class TestOptions(testtools.TestCase):
         with open(SAMPLE) as f:
             self.assertEqual(f.read(), out.getvalue(),
                              'run: tox -e genconfig')
+
+
+class TestIsolatedConfigObjects(testtools.TestCase):
+
+    def test_overrides_do_not_leak_between_config_objects(self):
+        a, b = cfg.ConfigOpts(), cfg.ConfigOpts()
+        for c in (a, b):
+            conf_mod.register_opts(c)
+            conf_mod.register_opts(c)  # idempotent
+            c([], default_config_files=[])
+        a.set_override('reserved_cpus', '0-1', 'nova_pinning')
+        self.addCleanup(a.clear_override, 'reserved_cpus', 'nova_pinning')
+        self.assertEqual('0-1', a.nova_pinning.reserved_cpus)
+        self.assertIsNone(b.nova_pinning.reserved_cpus)

@@ -39,18 +39,45 @@ pinning_opts = [
                     'and nova-pinning-isolate confines host processes to '
                     'them. Unset: no CPU is reserved.'),
     cfg.StrOpt('overcommit_file',
-               default=DEFAULT_STATE_DIR + '/overcommit.json',
+               default=DEFAULT_STATE_DIR + '/nova/overcommit.json',
                help='File in which the nova plugin records, at '
                     'nova-compute start, the effective CPU allocation '
                     'ratio and nova\'s CPU sets. Every pass reads it; a '
-                    'missing or corrupt file means no pass.'),
+                    'missing or corrupt file means no pass. Its directory '
+                    'belongs to the nova user (nova-compute writes it); '
+                    'root only reads it, as a regular file of at most '
+                    '1 MiB, never through a link.'),
     cfg.FloatOpt('allocation_ratio', min=0.0,
                  help='Use this CPU allocation ratio instead of the one in '
                       'overcommit_file (for hosts without the nova plugin, '
                       'and for tests). Must be > 0.'),
     cfg.StrOpt('lock_path', default=DEFAULT_STATE_DIR,
-               help='Directory of the inter-process lock that serialises '
-                    'rebinding passes on this host.'),
+               help='Directory whose flock serialises rebinding passes on '
+                    'this host (nova-compute\'s and root\'s alike). '
+                    'Nothing is created in it; both users need only to '
+                    'open it for reading. Made (root:root 0755) when '
+                    'missing and this process may.'),
+    cfg.FloatOpt('lock_timeout', default=150.0, min=0.0,
+                 help='Seconds a pass waits for another pass to finish '
+                      'before giving up with an error. Longer than '
+                      'pass_timeout, so a waiter outlasts a holder that '
+                      'runs to its deadline.'),
+    cfg.FloatOpt('pass_timeout', default=120.0, min=1.0,
+                 help='Seconds a pass may take, from taking the lock to '
+                      'its last libvirt call; a pass that would overrun '
+                      'ends with an error, its remaining writes skipped, '
+                      'and releases the lock.'),
+    cfg.FloatOpt('libvirt_call_timeout', default=30.0, min=0.1,
+                 help='Seconds one libvirt call may take (a hung libvirtd '
+                      'answers none); the pass then ends with an error '
+                      'and the connection is abandoned and reopened by '
+                      'the next pass.'),
+    cfg.BoolOpt('kernel_affinity', default=True,
+                help='Also read each vCPU thread\'s CPU affinity from the '
+                     'kernel (/proc) and repair pins that were changed '
+                     'behind libvirt\'s back (a vCPU\'s cgroup cpuset '
+                     'edited by hand). One small /proc read per guest '
+                     'thread.'),
     cfg.StrOpt('foreign_domains', default='manage',
                choices=[('manage', 'bind them like nova guests'),
                         ('ignore', 'leave their pins alone; they keep '

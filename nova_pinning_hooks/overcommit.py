@@ -8,15 +8,18 @@ Invariants:
 
 * ``write`` is atomic: a temporary file in the same directory, fsync'd,
   renamed over the old one; readers see the old file or the new one,
-  never half of one. The file is 0644 and its directory 0755: nothing
-  here is world-writable.
+  never half of one. The file is 0644 and a directory made for it 0755,
+  whatever the umask; nothing here is world-writable, and a directory
+  another user could change is refused (``safefs``).
 * ``read`` accepts only a complete, valid file: a missing, unreadable or
   corrupt file, a ratio that is not a number > 0, or a CPU set that does
   not parse raises ``OvercommitError`` with one message naming the file.
+  Only a regular file of at most 1 MiB is read, never through a link and
+  never blocking on a FIFO (``safefs.read_file``): root's commands read
+  this file from the nova user's directory.
 """
 
 import datetime
-import json
 import math
 import socket
 import typing
@@ -78,8 +81,7 @@ def write(path, content):
 def read(path):
     """The validated content of the file; OvercommitError if unusable."""
     try:
-        with open(path, encoding='utf-8') as f:
-            content = json.load(f)
+        content = statefile.read_json(path, what='overcommit file')
     except FileNotFoundError:
         raise OvercommitError(
             'overcommit file %s does not exist: start nova-compute with '
@@ -88,6 +90,9 @@ def read(path):
     except OSError as exc:
         raise OvercommitError('overcommit file %s cannot be read: %s'
                               % (path, exc.strerror or exc)) from None
+    except UnicodeDecodeError:
+        raise OvercommitError('overcommit file %s is corrupt: not UTF-8'
+                              % path) from None
     except ValueError as exc:
         raise OvercommitError('overcommit file %s is corrupt: %s'
                               % (path, exc)) from None

@@ -56,21 +56,30 @@ class Plan:
     cross_node_vcpus: int  # V_X
 
 
-def changes(plan, guests):
+def changes(plan, guests, enforced=None):
     """The pin writes that turn the guests' current pins into ``plan``.
 
     ``guests`` are the ``Guest`` objects the plan was made from (matched by
     uuid). Untouched guests yield nothing. A pin the guest does not have
     (``None``, unpinned) differs from any planned set.
+
+    ``enforced``: {uuid: {vCPU: frozenset}}, where the kernel lets each
+    vCPU thread run. A vCPU whose libvirt pin already matches the plan
+    but whose thread the kernel runs elsewhere (its cgroup changed behind
+    libvirt's back) is written again, with the kernel's set as ``old``.
     """
     by_uuid = {g.uuid: g for g in guests}
+    enforced = enforced or {}
     result = []
     for gp in plan.guests:
         if gp.mode == UNTOUCHED:
             continue
         guest = by_uuid[gp.uuid]
+        kernel = enforced.get(gp.uuid, {})
         for vcpu, new in gp.vcpu_pins.items():
             old = guest.vcpu_pin(vcpu)
+            if old == new and kernel.get(vcpu, new) != new:
+                old = kernel[vcpu]
             if old != new:
                 result.append(PinChange(gp.uuid, gp.name, 'vcpu', vcpu,
                                         old, new))

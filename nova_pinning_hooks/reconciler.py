@@ -6,12 +6,20 @@ against the pins in force and writes only the differences.
 
 Invariants:
 
-* passes on one host never overlap: an oslo.concurrency external lock in
-  ``[nova_pinning] lock_path`` serialises them across threads and
-  processes (hooks, periodic passes, the CLI);
-* ``run_pass`` never raises: every failure (libvirt down, missing or
-  corrupt overcommit file, bad configuration) ends the pass with one
-  logged error in ``PassResult.error`` and no write;
+* passes on one host never overlap: ``passlock.PassLock`` on
+  ``[nova_pinning] lock_path`` serialises them across threads, processes
+  and users (hooks and periodic passes as the nova user, the CLI as
+  root), waiting at most ``lock_timeout`` seconds;
+* a pass is bounded in time: every libvirt call gets at most
+  ``libvirt_call_timeout`` seconds and none starts after ``pass_timeout``
+  seconds from taking the lock (``virt.Host.set_deadline``); an overrun
+  ends the pass with an error, the rest of its writes skipped, and the
+  lock is released;
+* ``run_pass`` never raises: every failure (libvirt down or hung, missing
+  or corrupt overcommit file, bad configuration) ends the pass with one
+  logged error in ``PassResult.error``; ``error_kind`` says whether the
+  input was refused (``input``: nothing written) or the pass failed
+  (``failed``: some writes may have been made, see ``applied``);
 * a second pass over an unchanged host makes zero libvirt writes;
 * ``Coalescer.request`` returns at once (unless asked to wait): a burst of
   requests arriving while a pass runs is served by exactly one more pass,
@@ -19,20 +27,18 @@ Invariants:
 """
 
 import dataclasses
-import os
 import threading
 import time
 
-from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import passlock
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import policy
 from nova_pinning_hooks import snapshot as snapshot_mod
 
 LOG = logging.getLogger(__name__)
-LOCK_NAME = 'nova-pinning-hooks-pass'
 
 
 class SettingsError(Exception):
@@ -46,6 +52,7 @@ class PassResult:
     skipped: list = dataclasses.field(default_factory=list)
     calls: dict = dataclasses.field(default_factory=dict)
     error: object = None  # one-line message, or None
+    error_kind: object = None  # 'input' (refused) or 'failed'
     plan: object = None
     snapshot: object = None  # the validated snapshot.Snapshot
     dry_run: bool = False
@@ -55,6 +62,11 @@ class PassResult:
     @property
     def ok(self):
         return self.error is None
+
+    @property
+    def complete(self):
+        """Every planned change was written (or none was needed)."""
+        return self.error is None and not self.skipped
 
 
 def host_settings(conf):
@@ -132,54 +144,74 @@ class Reconciler:
                                  **policy_overrides(self._conf))
         make = policy.release_plan if release else policy.make_plan
         p = make(snap.host, snap.guests, snap.options)
-        return snap, p, plan_mod.changes(p, snap.guests)
+        return snap, p, plan_mod.changes(p, snap.guests,
+                                         enforced=snap.kernel_affinity)
 
     def run_pass(self, dry_run=False, log_errors=True, release=False):
         """One pass under the host-wide lock. Never raises.
 
-        ``log_errors=False`` leaves reporting a refused pass (bad settings
-        or snapshot) to the caller, so the CLI prints one message."""
+        ``log_errors=False`` leaves reporting a refused or failed pass to
+        the caller, so the CLI prints one message (an unexpected failure
+        is still logged with its traceback)."""
         start = time.monotonic()
         result = PassResult(dry_run=dry_run, release=release)
         try:
             if not self._conf.nova_pinning.enabled:
                 result.error = 'disabled ([nova_pinning] enabled = false)'
                 return result
-            lock_path = self._conf.nova_pinning.lock_path
-            os.makedirs(lock_path, mode=0o755, exist_ok=True)
-            # lockutils takes a per-process semaphore before the file
-            # lock, so this also serialises threads sharing self._host.
-            with lockutils.lock(LOCK_NAME, external=True,
-                                lock_path=lock_path):
-                self._pass(result)
+            group = self._conf.nova_pinning
+            # Each pass opens the lock afresh, so this also serialises
+            # threads sharing self._host.
+            with passlock.PassLock(group.lock_path, group.lock_timeout):
+                self._pass(result, time.monotonic() + group.pass_timeout)
         except (SettingsError, snapshot_mod.SnapshotError,
                 policy.PolicyError) as exc:
-            result.error = str(exc)
+            result.error, result.error_kind = str(exc), 'input'
+            if log_errors:
+                LOG.error('rebinding pass not run: %s', exc)
+        except (passlock.LockTimeout, OSError) as exc:
+            result.error, result.error_kind = str(exc), 'failed'
             if log_errors:
                 LOG.error('rebinding pass not run: %s', exc)
         except Exception as exc:
-            result.error = '%s: %s' % (type(exc).__name__, exc)
-            LOG.exception('rebinding pass failed')
+            if type(exc).__name__ in ('libvirtError', 'LibvirtTimeout'):
+                result.error = 'libvirt: %s' % exc
+                if log_errors:
+                    LOG.error('rebinding pass failed: %s', result.error)
+            else:
+                result.error = '%s: %s' % (type(exc).__name__, exc)
+                LOG.exception('rebinding pass failed')
+            result.error_kind = 'failed'
         finally:
             result.seconds = time.monotonic() - start
             self._log(result)
         return result
 
-    def _pass(self, result):
+    def _pass(self, result, deadline):
         host = self._adapter()
         before = dict(getattr(host, 'calls', {}))
-        snap, p, changes = self.plan(release=result.release)
-        result.snapshot, result.plan, result.changes = snap, p, changes
-        if changes and not result.dry_run:
-            outcome = host.apply(changes)
-            result.applied = list(outcome.applied)
-            result.skipped = list(outcome.skipped)
-        after = getattr(host, 'calls', {})
-        result.calls = {k: after.get(k, 0) - before.get(k, 0)
-                        for k in ('read', 'write')}
+        if hasattr(host, 'set_deadline'):
+            host.set_deadline(deadline)
+        try:
+            snap, p, changes = self.plan(release=result.release)
+            result.snapshot, result.plan, result.changes = snap, p, changes
+            if changes and not result.dry_run:
+                outcome = host.apply(changes)
+                result.applied = list(outcome.applied)
+                result.skipped = list(outcome.skipped)
+                errors = getattr(outcome, 'error', None)
+                if errors:
+                    result.error = 'libvirt: %s' % errors[0]
+                    result.error_kind = 'failed'
+        finally:
+            if hasattr(host, 'set_deadline'):
+                host.set_deadline(None)
+            after = getattr(host, 'calls', {})
+            result.calls = {k: after.get(k, 0) - before.get(k, 0)
+                            for k in ('read', 'write')}
 
     def _log(self, result):
-        if result.error:
+        if result.error and result.plan is None:
             return
         LOG.info('rebinding pass%s: %d guests, %d changes, %d applied, '
                  '%d skipped; libvirt calls: %d reads, %d writes; %.3f s',

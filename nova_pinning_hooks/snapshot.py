@@ -32,6 +32,22 @@ class Snapshot:
     host: topology.HostTopology
     guests: tuple
     options: policy.Options
+    # {uuid: {vCPU: frozenset}}: where the kernel runs each vCPU thread,
+    # where the live reader saw it (``kernel_vcpu_affinity``).
+    kernel_affinity: dict = dataclasses.field(default_factory=dict)
+
+    def drift(self):
+        """{uuid: {vCPU: (libvirt pin, kernel set)}} where they differ
+        (an unpinned vCPU cannot drift)."""
+        by_uuid = {g.uuid: g for g in self.guests}
+        found = {}
+        for uuid, kernel in self.kernel_affinity.items():
+            g = by_uuid[uuid]
+            for vcpu, cpus in kernel.items():
+                pin = g.vcpu_pin(vcpu)
+                if pin is not None and pin != cpus:
+                    found.setdefault(uuid, {})[vcpu] = (pin, cpus)
+        return found
 
 
 def loads(text, **overrides):
@@ -94,7 +110,7 @@ def load(data, from_libvirt=False, **overrides):
             parsed[start:start + len(chunk)] = (
                 guest_mod.parse_many(chunk, from_libvirt) or
                 [None] * len(chunk))
-    guests, seen = [], set()
+    guests, seen, kernel = [], set(), {}
     for i, dom in enumerate(domains):
         g = _guest(i, dom, from_libvirt, parsed[i])
         if g.uuid in seen:
@@ -102,7 +118,31 @@ def load(data, from_libvirt=False, **overrides):
                                 % (g.name, g.uuid))
         seen.add(g.uuid)
         guests.append(g)
-    return Snapshot(host, tuple(guests), options)
+        if dom.get('kernel_vcpu_affinity'):
+            kernel[g.uuid] = _kernel_affinity(i, dom, g)
+    return Snapshot(host, tuple(guests), options, kernel)
+
+
+def _kernel_affinity(i, dom, guest):
+    """``kernel_vcpu_affinity`` of a domain: {"vCPU": "CPU set"}."""
+    raw = dom['kernel_vcpu_affinity']
+    if not isinstance(raw, dict):
+        raise SnapshotError('domains[%d]: kernel_vcpu_affinity must be an '
+                            'object' % i)
+    result = {}
+    for key, value in raw.items():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit()
+                and len(key) < 8) or not isinstance(value, str):
+            raise SnapshotError('domains[%d]: kernel_vcpu_affinity: bad '
+                                'entry %r' % (i, key))
+        if int(key) not in guest.vcpus:
+            continue  # a thread the XML does not count (being unplugged)
+        try:
+            result[int(key)] = cpuset.parse(value)
+        except cpuset.CpusetError as exc:
+            raise SnapshotError('domains[%d]: kernel_vcpu_affinity: %s'
+                                % (i, exc)) from None
+    return result
 
 
 def _guest(i, dom, from_libvirt, element=None):

@@ -1,38 +1,27 @@
-"""Atomic JSON state files.
+"""Atomic JSON state files (the overcommit file, the isolation state).
 
 ``write_json`` replaces a file so that readers see the old content or the
-new, never a mix: a temporary file in the same directory, fsync'd, given
-its mode, renamed over the old one, and the directory fsync'd so the
-rename survives a crash. Files are 0644 (or tighter), directories 0755:
-nothing is world-writable.
+new, never a mix, through ``safefs.write_atomic``: no link is followed,
+the mode is set on the descriptor whatever the umask, and a directory
+that a less-privileged user could change is refused. ``read_json`` reads
+only a regular file of bounded size.
 """
 
 import json
-import os
-import tempfile
+
+from nova_pinning_hooks import safefs
 
 
 def write_json(path, content, mode=0o644):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.' +
-                               os.path.basename(path) + '.')
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            json.dump(content, f, indent=1, sort_keys=True)
-            f.write('\n')
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # never created or already renamed
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    text = json.dumps(content, indent=1, sort_keys=True) + '\n'
+    safefs.write_atomic(path, text.encode('utf-8'), mode=mode)
+
+
+def read_json(path, limit=safefs.STATE_LIMIT, what='state file',
+              private=False):
+    """The parsed JSON of ``path``. ``FileNotFoundError`` when absent,
+    ``safefs.UnsafeFileError`` when not a small regular file (or, with
+    ``private``, not this user's alone), ``ValueError`` when not UTF-8
+    JSON."""
+    data = safefs.read_file(path, limit, what, private=private)
+    return json.loads(data.decode('utf-8'))

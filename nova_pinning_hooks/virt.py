@@ -21,6 +21,15 @@ Invariants:
 * ``calls`` counts every libvirt call made, as ``read`` and ``write``.
   (libvirt-python itself also asks for the host CPU count inside each pin
   call; that hidden call is not counted.)
+* Every call is bounded in time: it runs on a ``timedcall.Worker`` and
+  is given at most ``[nova_pinning] libvirt_call_timeout`` seconds, and
+  no more than what is left of the pass's deadline (``set_deadline``).
+  A call that overruns raises ``LibvirtTimeout``; the connection and its
+  worker are abandoned (closed on the worker's thread if the call ever
+  returns) and the next call opens a new one.
+* With ``kernel_affinity`` (the default), the live snapshot also carries
+  each vCPU thread's affinity as the kernel enforces it
+  (``qemuproc.vcpu_affinity``), so drift behind libvirt's back is seen.
 """
 
 import collections
@@ -32,6 +41,8 @@ import libvirt
 from oslo_log import log as logging
 
 from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import qemuproc
+from nova_pinning_hooks import timedcall
 
 LOG = logging.getLogger(__name__)
 
@@ -40,9 +51,14 @@ GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
 BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
 
 
+class LibvirtTimeout(Exception):
+    """A libvirt call overran its time bound or the pass's deadline."""
+
+
 class ApplyResult(typing.NamedTuple):
     applied: list  # PinChange
     skipped: list  # (PinChange or guest name, reason)
+    error: list  # [] or [one message]: the writes stopped early
 
 
 def connect(uri, conf=None):
@@ -82,13 +98,7 @@ def read_memory_by_node(pid, proc='/proc'):
 
 def qemu_pid(name, run_dir=RUN_DIR):
     """The pid libvirt recorded for a running guest, or None."""
-    try:
-        with open(os.path.join(run_dir, name + '.pid'),
-                  encoding='ascii') as f:
-            text = f.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+    return qemuproc.qemu_pid(name, run_dir)
 
 
 def _code(exc):
@@ -105,12 +115,21 @@ class Host:
         self.busy_retries = getattr(group, 'busy_retries', 3)
         self.busy_retry_delay = getattr(group, 'busy_retry_delay', 0.5)
         self.set_home_node = getattr(group, 'set_home_node', False)
+        self.call_timeout = getattr(group, 'libvirt_call_timeout', 30.0)
+        self.kernel_affinity = getattr(group, 'kernel_affinity', True)
         self.run_dir = run_dir
         self._memory_reader = memory_reader or self._memory_from_proc
         self._conn = None
         self._caps = None
         self._ncpus = None
+        self._worker = None
+        self.deadline = None  # time.monotonic() by which a pass must end
         self.calls = collections.Counter()
+
+    def set_deadline(self, deadline):
+        """Bound every later call by ``deadline`` (monotonic; None: no
+        bound beyond ``call_timeout``)."""
+        self.deadline = deadline
 
     # -- connection -----------------------------------------------------
 
@@ -125,25 +144,62 @@ class Host:
 
     def _alive(self):
         try:
-            return bool(self._conn.isAlive())
+            return bool(self._timed('isAlive', self._conn.isAlive))
         except libvirt.libvirtError:
             return False
 
     def _drop(self):
         conn, self._conn = self._conn, None
+
+        def close():
+            try:
+                conn.close()
+            except Exception:  # already dead: nothing to release
+                LOG.debug('closing a dead libvirt connection failed')
         try:
-            conn.close()
-        except Exception:  # already dead: nothing to release
-            LOG.debug('closing a dead libvirt connection failed')
+            self._timed('close', close)
+        except LibvirtTimeout:
+            pass  # abandoned with its worker
 
     def close(self):
         if self._conn is not None:
             self._drop()
+        if self._worker is not None:
+            self._worker.retire()
+            self._worker = None
 
     def _call(self, kind, api, func, *args):
         self.calls[kind] += 1
         self.calls[api] += 1
-        return func(*args)
+        return self._timed(api, func, *args)
+
+    def _timed(self, api, func, *args):
+        """``func(*args)`` on the worker, within the time bound."""
+        timeout, bound = self.call_timeout, 'call timeout'
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise LibvirtTimeout('pass deadline passed before libvirt '
+                                     'call %s' % api)
+            if left < timeout:
+                timeout, bound = left, 'pass deadline'
+        if self._worker is None:
+            self._worker = timedcall.Worker('nova-pinning-libvirt')
+        try:
+            return self._worker.call(timeout, func, *args)
+        except timedcall.CallTimeout:
+            self._abandon()
+            raise LibvirtTimeout('libvirt call %s to %s did not return '
+                                 'within %.3g s (%s)' % (
+                                     api, self.uri, timeout, bound)) from None
+
+    def _abandon(self):
+        """Leave a hung connection to its worker: closed there, later."""
+        conn, self._conn = self._conn, None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.retire((lambda: conn.close()) if conn is not None
+                          else None)
 
     def _with_reconnect(self, func):
         """Run ``func()``; if the connection died under it, once more."""
@@ -186,13 +242,23 @@ class Host:
                              'skipped', name)
                     continue
                 raise
-            domains.append({'xml': xml, 'active': True,
-                            'memory_by_node_kib': self._memory_reader(name)})
+            entry = {'xml': xml, 'active': True,
+                     'memory_by_node_kib': self._memory_reader(name)}
+            if self.kernel_affinity:
+                entry['kernel_vcpu_affinity'] = self._affinity(name)
+            domains.append(entry)
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
     def _memory_from_proc(self, name):
         pid = qemu_pid(name, self.run_dir)
         return read_memory_by_node(pid) if pid else {}
+
+    def _affinity(self, name):
+        pid = qemu_pid(name, self.run_dir)
+        if not pid:
+            return {}
+        return {str(v): cpuset.format(cpus) for v, cpus in
+                sorted(qemuproc.vcpu_affinity(pid).items())}
 
     def _cpumap(self, cpus):
         if self._ncpus is None:
@@ -208,16 +274,27 @@ class Host:
     def apply(self, changes):
         """Write ``changes`` (``plan.PinChange``); never raises for a
         libvirt fault: what could not be written is in ``skipped``."""
-        result = ApplyResult([], [])
+        result = ApplyResult([], [], [])
         by_guest = collections.OrderedDict()
         for change in changes:
             if change.kind == 'numa' and not self.set_home_node:
                 continue
             by_guest.setdefault(change.uuid, []).append(change)
-        for uuid, group in by_guest.items():
+        pending = list(by_guest.items())
+        for n, (uuid, group) in enumerate(pending):
             try:
                 self._with_reconnect(
                     lambda u=uuid, g=group: self._apply_guest(u, g, result))
+            except LibvirtTimeout as exc:
+                # No more writes this pass: what is left is skipped.
+                done = set(map(id, result.applied))
+                for _, rest in pending[n:]:
+                    result.skipped.extend((c, 'not written: %s' % exc)
+                                          for c in rest
+                                          if id(c) not in done)
+                result.error.append(str(exc))
+                LOG.error('pin writes stopped: %s', exc)
+                break
             except libvirt.libvirtError as exc:
                 done = set(map(id, result.applied))
                 for change in group:

@@ -67,6 +67,11 @@ class FakeHost:
         # Fault injection, by guest name.
         self.vanish_on_pin = set()  # destroyed just before its first pin
         self.busy = collections.Counter()  # pin calls to fail as busy
+        # A hung daemon: calls of these methods block until the event is
+        # set (method name -> threading.Event), after the Nth call if
+        # hang_after[method] = N.
+        self.hang = {}
+        self.hang_after = collections.Counter()
 
     def add_domain(self, name, vcpus, uuid=None, xml=None, active=True,
                    memory_by_node_kib=None):
@@ -100,6 +105,12 @@ class FakeHost:
             if self.down:
                 raise libvirtError('Cannot write data: Broken pipe',
                                    VIR_ERR_SYSTEM_ERROR, VIR_FROM_RPC)
+            hang = self.hang.get(method)
+            if hang is not None and self.hang_after[method] > 0:
+                self.hang_after[method] -= 1
+                hang = None
+        if hang is not None:
+            hang.wait()
 
 
 class FakeDomain:

@@ -1,11 +1,14 @@
 """The live sub-commands of ``nova-pinning``: snapshot, status, rebind.
 
-Thin callers of the reconciler; each one reads the host once.
+Thin callers of the reconciler; each one reads the host once. Exit
+status as in ``cmd.common``: a refused input or configuration is a
+``UsageError`` (2), libvirt unreachable or hung, a failed or partial pass
+is 1.
 """
 
 import json
 
-from nova_pinning_hooks.cmd import pinning
+from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import reconciler
@@ -21,15 +24,16 @@ def _reconciler(conf):
 
 
 def _guard(func):
-    """Turn the failures an operator can fix into one-line errors."""
+    """Turn failures into one-line errors: bad settings exit 2, a libvirt
+    that cannot be reached (or answers too late) exits 1."""
     def wrapper(conf, **kwargs):
         try:
             return func(conf, **kwargs)
         except (reconciler.SettingsError, snapshot_mod.SnapshotError) as exc:
-            raise pinning.UsageError(str(exc)) from None
+            raise common.UsageError(str(exc)) from None
         except Exception as exc:
-            if type(exc).__name__ == 'libvirtError':
-                raise pinning.UsageError('libvirt: %s' % exc) from None
+            if type(exc).__name__ in ('libvirtError', 'LibvirtTimeout'):
+                raise common.CommandFailed('libvirt: %s' % exc) from None
             raise
     return wrapper
 
@@ -60,17 +64,29 @@ def cmd_status(conf):
     finally:
         rec.close()
     iso = _isolation_status(conf)
+    drift = snap.drift()
+    fmt = cpuset.format
     if conf.command.format == 'json':
         data = plan_mod.to_json(p, changes)
         pending = {c.uuid for c in changes if c.kind != 'numa'}
         for entry in data['guests']:
             entry['live_matches_plan'] = (entry['mode'] == 'untouched' or
                                           entry['uuid'] not in pending)
+            entry['kernel_drift'] = {
+                str(v): {'libvirt': fmt(pin), 'kernel': fmt(cpus)}
+                for v, (pin, cpus) in
+                sorted(drift.get(entry['uuid'], {}).items())}
         data['isolation'] = iso
         return json.dumps(data, indent=1, default=str) + '\n'
     text = render.plan_table(p, snap.host, snap.guests, changes,
                              title='status of %s' %
                              conf.nova_pinning.connection_uri)
+    names = {g.uuid: g.name for g in snap.guests}
+    for uuid, vcpus in sorted(drift.items(), key=lambda i: names[i[0]]):
+        for v, (pin, cpus) in sorted(vcpus.items()):
+            text += ('kernel drift: %s vCPU %d runs on %s, libvirt says %s '
+                     '(a pass repairs it)\n' % (names[uuid], v, fmt(cpus),
+                                                fmt(pin)))
     return text + '\n' + _isolation_text(iso)
 
 
@@ -92,28 +108,39 @@ def cmd_rebind(conf, release=False):
                               log_errors=False, release=release)
     finally:
         rec.close()
-    if result.error:
-        raise pinning.UsageError('pass failed: %s' % result.error)
+    if result.error and result.error_kind == 'input':
+        raise common.UsageError(result.error)
+    if result.error and result.plan is None:
+        raise common.CommandFailed('pass failed: %s' % result.error)
     lines = []
-    skipped = {id(c) for c, _ in result.skipped if not isinstance(c, str)}
+    skipped = {id(c): why for c, why in result.skipped
+               if not isinstance(c, str)}
     for c in result.changes:
         state = 'would set' if result.dry_run else (
-            'skipped' if id(c) in skipped else 'set')
+            'skipped' if id(c) in skipped else
+            'set' if result.error is None or c in result.applied
+            else 'not set')
         what = c.kind if c.index is None else '%s %d' % (c.kind, c.index)
-        lines.append('%-9s %s %s: %s -> %s' % (
+        lines.append('%-9s %s %s: %s -> %s%s' % (
             state, c.name, what,
             'unpinned' if c.old is None else cpuset.format(c.old),
-            cpuset.format(c.new)))
+            cpuset.format(c.new),
+            ' (%s)' % skipped[id(c)] if id(c) in skipped else ''))
     for item, why in result.skipped:
-        name = item if isinstance(item, str) else item.name
-        lines.append('skipped   %s: %s' % (name, why))
+        if isinstance(item, str):
+            lines.append('skipped   %s: %s' % (item, why))
     lines.append('%d changes, %d applied, %d skipped; libvirt calls: '
                  '%d reads, %d writes; %.3f s%s' % (
                      len(result.changes), len(result.applied),
                      len(result.skipped), result.calls.get('read', 0),
                      result.calls.get('write', 0), result.seconds,
                      ' (dry run)' if result.dry_run else ''))
-    return '\n'.join(lines) + '\n'
+    text = '\n'.join(lines) + '\n'
+    if result.error:
+        return text, 1, 'pass failed: %s' % result.error
+    if result.skipped:
+        return text, 1, '%d change(s) skipped' % len(result.skipped)
+    return text
 
 
 def cmd_release(conf):

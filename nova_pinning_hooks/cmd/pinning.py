@@ -10,8 +10,10 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
   guest back on all online CPUs.
 
-Exit status: 0 done, 1 a pass failed, 2 bad input or configuration (one
-message on stderr, nothing printed on stdout, nothing changed).
+Exit status (``cmd.common``): 0 done, every change written; 1 a pass
+failed or was cut short, or changes were skipped; 2 bad input or
+configuration (one message on stderr, nothing printed on stdout, nothing
+changed).
 """
 
 import json
@@ -20,6 +22,7 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import policy
@@ -31,8 +34,7 @@ LOG = logging.getLogger(__name__)
 PROG = 'nova-pinning'
 
 
-class UsageError(Exception):
-    """Bad input: reported in one line, exit status 2."""
+UsageError = common.UsageError
 
 
 def _add_parsers(subparsers):
@@ -56,14 +58,7 @@ def _add_parsers(subparsers):
 
 
 def read_snapshot_file(path):
-    try:
-        if path == '-':
-            return sys.stdin.read()
-        with open(path, encoding='utf-8') as f:
-            return f.read()
-    except OSError as exc:
-        raise UsageError('cannot read snapshot %s: %s'
-                         % (path, exc.strerror or exc)) from None
+    return common.read_input(path, sys.stdin.buffer)
 
 
 def plan_snapshot(text, conf):
@@ -114,6 +109,9 @@ def parse_args(argv, conf=None):
     conf = conf or cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     logging.register_options(conf)
+    # oslo.log writes to stdout unless told otherwise: stdout carries the
+    # command's output (JSON), so log lines go to stderr.
+    conf.set_default('use_stderr', True)
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers,
                                             title='commands'))
     conf(argv, project='nova-pinning-hooks', prog=PROG)
@@ -123,7 +121,11 @@ def parse_args(argv, conf=None):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
+        common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         conf = parse_args(argv)
+    except UsageError as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+        return 2
     except cfg.Error as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
@@ -133,11 +135,16 @@ def main(argv=None):
     except UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    if isinstance(output, tuple):
-        output, status = output
-    else:
-        status = 0
+    except common.CommandFailed as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+        return 1
+    status, message = 0, None
+    if isinstance(output, tuple):  # (text, status[, one-line message])
+        output, status, message = (output + (None,))[:3]
     sys.stdout.write(output)
+    if message:
+        sys.stdout.flush()
+        sys.stderr.write('%s: error: %s\n' % (PROG, message))
     return status
 
 

@@ -26,6 +26,7 @@ import struct
 from oslo_log import log as logging
 
 from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 
@@ -51,13 +52,17 @@ class WatchError(OSError):
 
 
 def read_pid(path):
-    """The pid on the first line of a pid file, or None."""
+    """The pid on the first line of a pid file, or None.
+
+    Pid files live in world-writable places (/run/lock): only a regular
+    file is read, without following a link, never blocking (a FIFO named
+    ``x.pid`` would otherwise hang the agent), at most 64 bytes."""
     try:
-        with open(path, 'rb') as f:
-            first = f.read(64).split(b'\n', 1)[0].strip()
+        data = safefs.read_file(path, safefs.PIDFILE_LIMIT, 'pid file')
     except OSError:
         return None
-    if not first.isdigit():
+    first = data.split(b'\n', 1)[0].strip()
+    if not (first.isdigit() and first.isascii()) or len(first) > 10:
         return None
     pid = int(first)
     return pid if pid > 1 else None

@@ -15,9 +15,13 @@ A process that someone moved elsewhere meanwhile is left there.
 systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value.
 
-The state file is removed only when everything was restored; otherwise
-it is kept (without the processes already restored) and the failures are
-returned, so ``undo`` can be run again.
+The state file is removed only when everything was restored, checked
+afterwards in the kernel: no recorded process may still be in the
+recorded group or in the configured one (a record whose group name was
+changed by hand cannot make undo report success while processes stay
+confined). Otherwise it is kept (without the processes already restored)
+and the failures are returned, so ``undo`` can be run again. A failure
+inside the restore itself is one of those failures, never a crash.
 
 A state file that is corrupt or untrusted is set aside
 (``<state_file>.unusable``) and undo falls back to what the
@@ -36,6 +40,7 @@ from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemd
+from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 
@@ -113,14 +118,28 @@ def _fallback(conf, paths, why):
     return UndoResult(mode, 0, others, tuple(failures + failed))
 
 
-def _still_confined(st, proc):
-    group = '/' + st.get('v1', {}).get('group', '')
+def _still_confined(st, proc, configured=None):
+    """Recorded processes still in the recorded (or the configured)
+    host group."""
+    groups = {'/' + st.get('v1', {}).get('group', '')}
+    if configured:
+        groups.add('/' + configured)
     keep = {}
     for key, entry in st['moved'].items():
         if procfs.same(int(key), entry['start'], proc) is not None and \
-                (procfs.cgroups(int(key), proc) or {}).get('cpuset') == group:
+                (procfs.cgroups(int(key), proc) or {}).get('cpuset') in groups:
             keep[key] = entry
     return keep
+
+
+def _restore(st, proc):
+    try:
+        if st['mode'] == 'v1':
+            return _undo_v1(st['v1'], st['moved'], proc)
+        return _undo_systemd(st['systemd'])
+    except Exception as exc:  # one failure to report, the state kept
+        LOG.exception('isolation: undo failed')
+        return 0, 0, ['undo failed: %s: %s' % (type(exc).__name__, exc)]
 
 
 def undo(conf, paths=config.HOST):
@@ -141,16 +160,19 @@ def undo(conf, paths=config.HOST):
             return _fallback(conf, paths, why)
         if st is None:
             return _fallback(conf, paths, None)
+        restored, others, failures = _restore(st, paths.proc)
         if st['mode'] == 'v1':
-            restored, others, failures = _undo_v1(st['v1'], st['moved'],
-                                                  paths.proc)
-        else:
-            restored, others, failures = _undo_systemd(st['systemd'])
+            confined = _still_confined(
+                st, paths.proc, conf.nova_pinning_isolation.group_name)
+            if confined and not failures:
+                failures = ['pids %s are still confined'
+                            % ' '.join(sorted(confined, key=int))]
+            st['moved'] = confined
         if failures:
-            st['moved'] = _still_confined(st, paths.proc)
             state.save(path, st)
         else:
             state.remove(path)
+            safefs.remove_stale_temporaries(path)
         LOG.info('isolation: undone (%s): %d restored, %d others, %d '
                  'failures', st['mode'], restored, others, len(failures))
         return UndoResult(st['mode'], restored, others, tuple(failures))

@@ -14,10 +14,16 @@ Content (JSON, version 1)::
 
 Invariants:
 
-* written atomically (temporary file, fsync, rename, directory fsync),
-  mode 0600, owned by the agent's user; a file that others could have
-  written is refused rather than trusted (undo writes pids to the cgroup
-  paths it names);
+* written atomically (``safefs.write_atomic``: no link followed, mode
+  0600 set on the descriptor, a directory others could change refused),
+  owned by the agent's user; a file that others could have written, a
+  link, a FIFO or a file over 1 MiB is refused rather than trusted or
+  waited on (undo writes pids to the cgroup paths it names);
+* every field is checked for its type before anything acts on it: a file
+  that parses but lacks a key or has a wrong type is ``StateError``
+  (``undo`` sets it aside), never a crash half-way through an undo;
+* temporary files that a crash left beside it are removed on the next
+  save, under the lock;
 * entries are written *before* the change they describe (write-ahead), so
   a crash between the two leaves an entry for a change that may not have
   happened; undo checks where each process is before acting on it;
@@ -27,10 +33,10 @@ Invariants:
 
 import errno
 import fcntl
-import json
 import os
 import stat
 
+from nova_pinning_hooks import safefs
 from nova_pinning_hooks import statefile
 
 VERSION = 1
@@ -47,32 +53,88 @@ def _check_path(value, where):
                          % (where, value))
 
 
+def _number(text):
+    return isinstance(text, str) and text.isascii() and text.isdigit() \
+        and len(text) <= 10
+
+
+def _int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        value >= 0
+
+
+def _strings(value, keys=None):
+    """A mapping of str to str (keys in ``keys`` if given)."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) and
+        (keys is None or k in keys) for k, v in value.items())
+
+
+def _require(ok, path, what):
+    if not ok:
+        raise StateError('%s: %s' % (path, what))
+
+
+def _validate_v1(record, path):
+    _require(isinstance(record, dict), path, '"v1" is not a mapping')
+    group = record.get('group')
+    _require(isinstance(group, str) and '/' not in group and
+             group not in ('', '.', '..') and len(group) < 256,
+             path, '%r is not a cgroup name' % (group,))
+    for key, tail in (('cpuset_root', 'cpuset'), ('memory_root', 'memory')):
+        root = record.get(key)
+        _require(isinstance(root, str) and os.path.isabs(root) and
+                 '..' not in root.split('/') and
+                 os.path.basename(root) == tail, path,
+                 '%s %r is not a %s hierarchy' % (key, root, tail))
+    created = record.get('created', {})
+    _require(isinstance(created, dict) and all(
+        k in ('cpuset', 'memory') and (v is None or isinstance(v, bool))
+        for k, v in created.items()), path, 'bad "created"')
+    _require(_strings(record.get('previous', {}), (
+        'cpuset.cpus', 'cpuset.mems', 'memory.limit_in_bytes')),
+        path, 'bad "previous"')
+
+
+def _validate_systemd(record, path):
+    _require(isinstance(record, dict), path, '"systemd" is not a mapping')
+    previous = record.get('previous', {})
+    _require(isinstance(previous, dict) and all(
+        isinstance(unit, str) and unit and '/' not in unit and
+        _strings(props, ('AllowedCPUs', 'AllowedMemoryNodes'))
+        for unit, props in previous.items()), path, 'bad "previous"')
+    slices = record.get('slices', [])
+    _require(isinstance(slices, list) and
+             all(isinstance(x, str) for x in slices), path, 'bad "slices"')
+
+
 def _validate(state, path):
-    if not isinstance(state, dict) or state.get('version') != VERSION:
+    if not isinstance(state, dict) or state.get('version') != VERSION or \
+            isinstance(state.get('version'), bool):
         raise StateError('%s: not a version %d isolation state'
                          % (path, VERSION))
-    if state.get('mode') not in ('v1', 'systemd'):
-        raise StateError('%s: unknown mode %r' % (path, state.get('mode')))
+    mode = state.get('mode')
+    if mode not in ('v1', 'systemd'):
+        raise StateError('%s: unknown mode %r' % (path, mode))
+    _require(mode in state, path, 'no "%s" record' % mode)
+    if mode == 'v1':
+        _validate_v1(state['v1'], path)
+    else:
+        _validate_systemd(state['systemd'], path)
+    _require(state.get('cpus') is None or isinstance(state['cpus'], str),
+             path, 'bad "cpus"')
     moved = state.setdefault('moved', {})
-    if not isinstance(moved, dict):
-        raise StateError('%s: "moved" is not a mapping' % path)
+    _require(isinstance(moved, dict), path, '"moved" is not a mapping')
     for pid, info in moved.items():
-        if not pid.isdigit() or not isinstance(info, dict) or \
-                not isinstance(info.get('start'), int):
+        if not _number(pid) or int(pid) < 2 or not isinstance(info, dict) \
+                or not _int(info.get('start')) or \
+                not isinstance(info.get('comm', ''), str) or \
+                not _strings(info.get('affinity') or {}) or \
+                not all(_number(t) for t in info.get('affinity') or {}):
             raise StateError('%s: bad entry for pid %r' % (path, pid))
         for key in ('cpuset', 'memory'):
             if info.get(key) is not None:
                 _check_path(info[key], '%s: pid %s' % (path, pid))
-    group = state.get('v1', {}).get('group')
-    if group is not None and (not isinstance(group, str) or '/' in group
-                              or group in ('', '.', '..')):
-        raise StateError('%s: %r is not a cgroup name' % (path, group))
-    for key, tail in (('cpuset_root', 'cpuset'), ('memory_root', 'memory')):
-        root = state.get('v1', {}).get(key)
-        if root is not None and (not os.path.isabs(root) or
-                                 os.path.basename(root) != tail):
-            raise StateError('%s: %s %r is not a %s hierarchy'
-                             % (path, key, root, tail))
     return state
 
 
@@ -80,25 +142,21 @@ def load(path):
     """The recorded state, or None if there is none; StateError if the
     file is corrupt or could have been written by someone else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        state = statefile.read_json(path, what='isolation state',
+                                    private=True)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StateError('cannot read %s: %s' % (path, exc)) from None
-    with os.fdopen(fd, encoding='utf-8') as f:
-        info = os.fstat(f.fileno())
-        if info.st_uid != os.geteuid() or \
-                info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise StateError('%s is writable by others or not owned by '
-                             'this user: not trusted' % path)
-        try:
-            state = json.load(f)
-        except ValueError as exc:
-            raise StateError('%s is corrupt: %s' % (path, exc)) from None
+        raise StateError('cannot read %s: %s'
+                         % (path, exc.strerror or exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise StateError('%s is corrupt: %s' % (path, exc)) from None
     return _validate(state, path)
 
 
 def save(path, state):
+    """Write the state (under the lock: stale temporaries go first)."""
+    safefs.remove_stale_temporaries(path)
     statefile.write_json(path, state, mode=0o600)
 
 
@@ -117,12 +175,28 @@ class Lock:
         self.fd = None
 
     def acquire(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)),
-                    mode=0o755, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
-                     0o600)
+        directory, name = os.path.split(os.path.abspath(self.path))
         try:
+            dfd = safefs.open_dir(directory, create=True)
+        except OSError as exc:
+            raise StateError('cannot use %s: %s'
+                             % (directory, exc.strerror or exc)) from None
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW |
+                         os.O_NONBLOCK | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+        except OSError as exc:
+            raise StateError('cannot open %s: %s'
+                             % (self.path, exc.strerror or exc)) from None
+        finally:
+            os.close(dfd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StateError('%s is not a regular file' % self.path)
+            os.fchmod(fd, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except StateError:
+            os.close(fd)
+            raise
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES):

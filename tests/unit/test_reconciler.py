@@ -1,6 +1,7 @@
 """Passes through the fake libvirt: read, plan, diff, apply."""
 
 import threading
+import time
 
 import fixtures
 from oslo_config import cfg
@@ -8,6 +9,8 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import passlock
 from nova_pinning_hooks import reconciler
 from tests import fakelibvirt
 from tests.fixtures import FakeLibvirtFixture
@@ -143,13 +146,13 @@ class TestLock(ReconcilerTestCase):
         inside, overlap = [0], []
         original = reconciler.Reconciler._pass
 
-        def slow_pass(rec, result):
+        def slow_pass(rec, *args):
             inside[0] += 1
             if inside[0] > 1:
                 overlap.append(True)
             threading.Event().wait(0.05)
             try:
-                return original(rec, result)
+                return original(rec, *args)
             finally:
                 inside[0] -= 1
         self.useFixture(fixtures.MonkeyPatch(
@@ -179,3 +182,92 @@ class TestRelease(ReconcilerTestCase):
         self.assertEqual({0: (5,)}, nova.vcpu_pins)  # nova's: untouched
         again = self.rec.run_pass(release=True)
         self.assertEqual(0, again.calls['write'])
+
+
+class TestTimeBounds(ReconcilerTestCase):
+    """A hung libvirtd: every call and the pass as a whole are bounded,
+    the pass ends with an error and the lock is free again."""
+
+    def setUp(self):
+        super().setUp()
+        self.release = threading.Event()
+        self.addCleanup(self.release.set)  # let abandoned calls end
+        self.cf.config(group='nova_pinning', libvirt_call_timeout=0.3,
+                       pass_timeout=5, lock_timeout=0)
+
+    def test_a_hung_read_ends_the_pass_and_frees_the_lock(self):
+        self.boot('a', 2)
+        self.fake.hang['XMLDesc'] = self.release
+        start = time.monotonic()
+        result = self.rec.run_pass()
+        self.assertLess(time.monotonic() - start, 3)
+        self.assertEqual('failed', result.error_kind)
+        self.assertIn('did not return within 0.3 s', result.error)
+        self.assertEqual(0, self.fake.writes())
+        # lock_timeout is 0: this fails unless the lock was released.
+        del self.fake.hang['XMLDesc']
+        again = reconciler.Reconciler(self.conf)
+        self.addCleanup(again.close)
+        self.assertIsNone(again.run_pass().error)
+        # The hung connection was abandoned; the next pass reconnects.
+        self.assertIsNone(self.rec.run_pass().error)
+
+    def test_a_hung_write_skips_the_rest(self):
+        self.boot('a', 2)
+        self.boot('b', 2)
+        self.fake.hang['pinVcpuFlags'] = self.release
+        self.fake.hang_after['pinVcpuFlags'] = 1
+        result = self.rec.run_pass()
+        self.assertEqual('failed', result.error_kind)
+        self.assertEqual(1, len(result.applied))
+        self.assertEqual(len(result.changes) - 1, len(result.skipped))
+        self.assertFalse(result.complete)
+
+    def test_the_pass_deadline_bounds_many_slow_calls(self):
+        for i in range(6):
+            self.boot('g%d' % i, 1)
+        self.cf.config(group='nova_pinning', pass_timeout=1,
+                       libvirt_call_timeout=5)
+        original = fakelibvirt.FakeHost.count
+
+        def slow(host, method):
+            original(host, method)
+            time.sleep(0.3)
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.fakelibvirt.FakeHost.count', slow))
+        start = time.monotonic()
+        result = self.rec.run_pass()
+        self.assertLess(time.monotonic() - start, 2.5)
+        self.assertEqual('failed', result.error_kind)
+        self.assertIn('deadline', result.error)
+
+    def test_waiting_for_the_lock_is_bounded(self):
+        self.cf.config(group='nova_pinning', lock_timeout=0.2)
+        with passlock.PassLock(self.tmp, 1):
+            result = self.rec.run_pass()
+        self.assertEqual('failed', result.error_kind)
+        self.assertIn('held the lock', result.error)
+
+
+class TestKernelDrift(ReconcilerTestCase):
+    """The kernel runs a vCPU elsewhere than libvirt's pin says."""
+
+    def test_a_pass_repairs_a_vcpu_moved_behind_libvirts_back(self):
+        a = self.boot('a', 2)
+        self.rec.run_pass()
+        pins = {v: frozenset(c) for v, c in a.vcpu_pins.items()}
+        kernel = dict(pins)
+        kernel[1] = frozenset([0, 1, 2])
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.virt.Host._affinity',
+            lambda _self, name: {str(v): cpuset.format(c)
+                                 for v, c in kernel.items()}))
+        snap, _, changes = self.rec.plan()
+        self.assertEqual({a.UUIDString(): {1: (pins[1], kernel[1])}},
+                         snap.drift())
+        self.assertEqual([(1, kernel[1], pins[1])],
+                         [(c.index, c.old, c.new) for c in changes])
+        result = self.rec.run_pass()
+        self.assertEqual(1, result.calls['write'])
+        self.assertEqual(pins, {v: frozenset(c)
+                                for v, c in a.vcpu_pins.items()})

@@ -72,7 +72,7 @@ class TestFile(testtools.TestCase):
 
     def test_failed_write_leaves_old_file_and_no_temp(self):
         overcommit.write(self.path, overcommit.from_nova_conf(nova_conf()))
-        with mock.patch('json.dump', side_effect=OSError('disk full')):
+        with mock.patch('os.write', side_effect=OSError('disk full')):
             self.assertRaises(OSError, overcommit.write, self.path,
                               overcommit.from_nova_conf(nova_conf(ratio=9)))
         self.assertEqual(4.0, overcommit.read(self.path).allocation_ratio)

@@ -1,0 +1,84 @@
+"""What the commands share: their errors and the files they are given.
+
+Exit status of every command (``doc/source/security.rst``):
+
+* 0: done; for a pass, every planned change was written;
+* 1: the work failed or was done only in part (libvirt unreachable or
+  hung, a pass cut short, changes skipped, cgroupfs refused): one line on
+  stderr; a pass still prints what it did;
+* 2: bad input or configuration, found before anything changed: one line
+  on stderr, nothing on stdout.
+"""
+
+import errno
+import glob
+import os
+
+from nova_pinning_hooks import safefs
+
+CONFIG_LIMIT = 1 << 20    # bytes in one configuration file
+SNAPSHOT_LIMIT = 256 << 20
+
+
+class UsageError(Exception):
+    """Bad input or configuration: one line, exit status 2."""
+
+
+class CommandFailed(Exception):
+    """The work failed (or was done in part): one line, exit status 1."""
+
+
+def _config_args(argv):
+    """The --config-file and --config-dir values on a command line."""
+    files, dirs = [], []
+    args = iter(argv)
+    for arg in args:
+        for flag, into in (('--config-file', files), ('--config-dir', dirs)):
+            if arg == flag:
+                value = next(args, None)
+                if value is not None:
+                    into.append(value)
+            elif arg.startswith(flag + '='):
+                into.append(arg[len(flag) + 1:])
+    return files, dirs
+
+
+def check_config_files(argv, project, prog):
+    """Refuse, before oslo.config reads them, configuration files that
+    are not small regular files (a FIFO would hang the command, a device
+    or a huge file exhaust its memory). Raises ``UsageError``."""
+    from oslo_config import cfg
+    files, dirs = _config_args(argv)
+    if not files:
+        files = cfg.find_config_files(project=project, prog=prog)
+    if not dirs:
+        dirs = cfg.find_config_dirs(project=project, prog=prog)
+    for d in dirs:
+        files += sorted(glob.glob(os.path.join(glob.escape(d), '*.conf')))
+    for path in files:
+        if path == os.devnull:
+            continue  # the usual way to read no configuration at all
+        try:
+            safefs.check_readable_config(path, CONFIG_LIMIT)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                continue  # oslo.config reports a missing file itself
+            raise UsageError(str(exc.strerror or exc)) from None
+
+
+def read_input(path, stdin=None):
+    """A snapshot file's text ("-": standard input), bounded in size,
+    a regular file only. Raises ``UsageError``."""
+    try:
+        if path == '-':
+            data = safefs.read_stream(stdin, SNAPSHOT_LIMIT, 'input')
+        else:
+            data = safefs.read_file(path, SNAPSHOT_LIMIT, 'snapshot')
+    except OSError as exc:
+        raise UsageError('cannot read snapshot %s: %s'
+                         % (path, exc.strerror or exc)) from None
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise UsageError('snapshot %s is not UTF-8: %s'
+                         % (path, exc.reason)) from None

@@ -55,6 +55,9 @@ class _NoWatcher:
         self._sleep.wait(timeout)
         return []
 
+    def rescan(self):
+        return []
+
     def close(self):
         pass
 
@@ -239,11 +242,21 @@ class Isolator:
         deadline = None if max_seconds is None else \
             time.monotonic() + max_seconds
         with self.lock:
-            self._apply()
-            if self.backend.moves_processes:
-                self._follow(stop, deadline)
-            else:
+            if not self.backend.moves_processes:
+                self._apply()
                 self._keep_units(stop, deadline)
+                return
+            # Watch first, then sweep: a daemon that writes its pid file
+            # while the sweep runs is either swept or seen by the
+            # watcher, never missed until the next sweep.
+            watcher = self._watcher()
+            try:
+                self._apply()
+                for p in watcher.rescan():
+                    self.confine(p)
+                self._follow(watcher, stop, deadline)
+            finally:
+                watcher.close()
 
     def _keep_units(self, stop, deadline):
         while not stop.wait(self._until(deadline,
@@ -271,32 +284,27 @@ class Isolator:
                       'sweep every %d s follows daemon restarts', exc,
                       self.settings.sweep_interval)
             return _NoWatcher()
-        watcher.rescan()  # the files already there: the sweep saw them
         return watcher
 
-    def _follow(self, stop, deadline):
+    def _follow(self, watcher, stop, deadline):
         s = self.settings
-        watcher = self._watcher()
         next_sweep = time.monotonic() + s.sweep_interval
-        try:
-            while not stop.is_set():
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
-                try:
-                    for p in watcher.wait(self._until(deadline, WAIT)):
-                        if self.confine(p):
-                            LOG.info('isolation: followed %s (pid %d) into '
-                                     'the host group', p.comm, p.pid)
-                    if time.monotonic() >= next_sweep:
-                        self.backend.ensure()  # recreated if removed
-                        moved = self.sweep()
-                        if moved:
-                            LOG.info('isolation: sweep moved %d processes',
-                                     moved)
-                        next_sweep = time.monotonic() + s.sweep_interval
-                except (OSError, BackendError) as exc:
-                    # Keep running: the host stays as it is meanwhile.
-                    LOG.error('isolation: %s; retrying', exc)
-                    stop.wait(1.0)
-        finally:
-            watcher.close()
+        while not stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            try:
+                for p in watcher.wait(self._until(deadline, WAIT)):
+                    if self.confine(p):
+                        LOG.info('isolation: followed %s (pid %d) into '
+                                 'the host group', p.comm, p.pid)
+                if time.monotonic() >= next_sweep:
+                    self.backend.ensure()  # recreated if removed
+                    moved = self.sweep()
+                    if moved:
+                        LOG.info('isolation: sweep moved %d processes',
+                                 moved)
+                    next_sweep = time.monotonic() + s.sweep_interval
+            except (OSError, BackendError) as exc:
+                # Keep running: the host stays as it is meanwhile.
+                LOG.error('isolation: %s; retrying', exc)
+                stop.wait(1.0)

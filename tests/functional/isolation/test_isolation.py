@@ -281,6 +281,21 @@ class TestCommand(IsolationTestCase):
         self.wait_allowed(restarted, self.all_cpus)
         self.assertFalse(os.path.exists(os.path.join(CPUSET, GROUP)))
 
+    def test_a_fifo_named_like_a_pid_file_stalls_nothing(self):
+        # Any local user can do this in /run/lock (world-writable, and
+        # inside the default watch).
+        os.mkfifo(os.path.join(self.run_dir, 'x.pid'))
+        daemon = self.daemon('d.pid')  # first: restart() takes procs[0]
+        agent_proc = self.cli('watch', background=True)
+        self.wait_allowed(daemon, RESERVED)
+        time.sleep(1)  # the watcher is up: it sees this one appear
+        os.mkfifo(os.path.join(self.run_dir, 'sub', 'y.pid'))
+        time.sleep(0.5)
+        restarted = self.restart('d.pid')
+        self.wait_allowed(restarted, RESERVED)
+        agent_proc.send_signal(signal.SIGTERM)
+        self.assertEqual(0, agent_proc.wait(10))
+
     def test_a_second_agent_is_refused(self):
         self.daemon('d.pid')
         first = self.cli('watch', background=True)

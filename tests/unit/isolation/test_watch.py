@@ -4,6 +4,9 @@ import os
 import threading
 import time
 
+import fixtures
+
+from nova_pinning_hooks.isolation import agent
 from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import procfs
 from tests.unit.isolation import base
@@ -45,6 +48,22 @@ class TestWatch(base.TestCase):
             f.write('%d\n' % pid)
         if rename:
             os.rename(tmp, path)
+
+    def test_a_daemon_that_starts_during_the_first_sweep_is_followed(self):
+        original = agent.Isolator._apply
+
+        def apply_then_a_daemon_starts(iso):
+            result = original(iso)
+            # After the sweep read /proc, before it returns: too late
+            # for the sweep, so only the pid-file watcher can see it.
+            self.host.spawn(700, 'ntpd', start=5000)
+            self.pidfile('ntpd.pid', 700)
+            return result
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.agent.Isolator._apply',
+            apply_then_a_daemon_starts))
+        self.start()
+        self.wait_for(700, GROUP)
 
     def test_follows_restarted_daemons(self):
         self.start()

@@ -19,6 +19,7 @@ import threading
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.isolation import agent
 from nova_pinning_hooks.isolation import BackendError
@@ -113,9 +114,14 @@ def main(argv=None):
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     logging.register_options(conf)
+    conf.set_default('use_stderr', True)  # stdout is the output (JSON)
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers))
     try:
+        common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         conf(argv, project='nova-pinning-hooks', prog=PROG)
+    except common.UsageError as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+        return 2
     except cfg.Error as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2

@@ -90,3 +90,21 @@ class TestStatusText(testtools.TestCase):
         self.assertIn('machine.slice: AllowedCPUs= EffectiveCPUs=0-3\n'
                       'system.slice: AllowedCPUs=0 EffectiveCPUs=0\n'
                       'units confined: 1, not confined: 0\n', text)
+
+
+class TestConfigFilesThatAreNotFiles(testtools.TestCase):
+
+    def test_a_fifo_or_device_config_is_refused_at_once(self):
+        from tests.unit.test_safefs import Alarm
+        self.useFixture(Alarm(10))
+        tmp = self.useFixture(fixtures.TempDir()).path
+        fifo = os.path.join(tmp, 'fifo.conf')
+        os.mkfifo(fifo)
+        for path in (fifo, '/dev/zero'):
+            out, err = io.StringIO(), io.StringIO()
+            with fixtures.MonkeyPatch('sys.stdout', out), \
+                    fixtures.MonkeyPatch('sys.stderr', err):
+                code = isolate.main(['--config-file', path, 'status'])
+            self.assertEqual((2, ''), (code, out.getvalue()))
+            self.assertIn('not a regular file', err.getvalue())
+            self.assertEqual(1, len(err.getvalue().splitlines()))

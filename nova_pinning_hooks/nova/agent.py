@@ -29,6 +29,7 @@ from oslo_log import log as logging
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks import overcommit
 from nova_pinning_hooks import reconciler
+from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 PASS_TIMEOUT = 300
@@ -75,6 +76,9 @@ class Agent:
         path = self.conf.nova_pinning.overcommit_file
         try:
             content = overcommit.from_nova_conf(self.conf)
+            # Only this service writes the file: what a crash left of an
+            # earlier write is garbage.
+            safefs.remove_stale_temporaries(path)
             overcommit.write(path, content)
         except Exception as exc:
             LOG.error('nova-pinning-hooks: cannot write the overcommit file '

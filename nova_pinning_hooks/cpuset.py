@@ -9,7 +9,14 @@ Invariants:
 * ``format`` is canonical: sorted, maximal ranges, no exclusions, so two
   equal sets always print the same text (the plan's JSON relies on it).
 * ``parse`` rejects anything it does not fully understand with
-  ``CpusetError`` naming the offending part; it never guesses.
+  ``CpusetError`` naming the offending part; it never guesses. Numbers
+  are ASCII digits only (``str.isdigit`` also accepts ``'٣'`` and
+  ``'²'``, and ``int`` accepts ``'1_0'`` and blanks: both refused).
+* ``parse`` costs time linear in the text, whatever it says: ranges are
+  merged as intervals before one expansion, the text is at most
+  ``MAX_TEXT`` characters and a set at most ``MAX_CPU_ID + 1`` CPUs, so
+  ``0-65535`` repeated 20,000 times is refused (too long) and 2,000
+  times costs one expansion.
 """
 
 import functools
@@ -17,6 +24,23 @@ import functools
 # A bound on CPU ids: larger numbers are typos, not hosts (Linux's
 # NR_CPUS tops out at 8192; leave room).
 MAX_CPU_ID = 65535
+MAX_TEXT = 65536  # characters in one CPU set text
+MAX_DIGITS = 10
+
+
+def parse_uint(text, what, maximum):
+    """A non-negative int from ASCII digits only, at most ``maximum``.
+    Raises ValueError naming ``what``."""
+    if not isinstance(text, str):
+        raise ValueError('%s must be a number, not %r' % (what, text))
+    token = text.strip()
+    if not (token.isascii() and token.isdigit()) or \
+            len(token) > MAX_DIGITS:
+        raise ValueError('%s: invalid number %r' % (what, text[:32]))
+    value = int(token)
+    if value > maximum:
+        raise ValueError('%s: %d is more than %d' % (what, value, maximum))
+    return value
 
 
 class CpusetError(ValueError):
@@ -25,9 +49,10 @@ class CpusetError(ValueError):
 
 def _parse_int(token, text):
     token = token.strip()
-    if not token.isdigit():
+    if not (token.isascii() and token.isdigit()) or \
+            len(token) > MAX_DIGITS:
         raise CpusetError('invalid CPU number %r in CPU set %r'
-                          % (token, text))
+                          % (token[:32], text[:64]))
     value = int(token)
     if value > MAX_CPU_ID:
         raise CpusetError('CPU number %d in CPU set %r is out of range'
@@ -42,33 +67,59 @@ def _parse_range(part, text):
         if first > last:
             raise CpusetError('reversed range %r in CPU set %r'
                               % (part, text))
-        return range(first, last + 1)
+        return first, last
     value = _parse_int(part, text)
-    return range(value, value + 1)
+    return value, value
+
+
+def _expand(intervals, limit=MAX_CPU_ID):
+    """The CPUs of ``intervals`` ((first, last) pairs) up to ``limit``,
+    merged first so that overlapping ranges cost nothing more."""
+    cpus = []
+    end = -1
+    for first, last in sorted(intervals):
+        last = min(last, limit)
+        if last <= end:
+            continue
+        cpus.extend(range(max(first, end + 1), last + 1))
+        end = last
+    return cpus
 
 
 @functools.lru_cache(maxsize=4096)
-def parse(text, allow_empty=False):
+def parse(text, allow_empty=False, limit=None):
     """Parse libvirt CPU set syntax into a frozenset of CPU ids.
 
     ``0-3,^2,8`` gives ``{0, 1, 3, 8}``. Exclusions (``^N`` or ``^N-M``)
     apply to the whole set whatever their position, as in libvirt.
     An empty text or a set that ends up empty is an error unless
     ``allow_empty``.
+
+    ``limit``: the highest CPU id the host has; CPUs above it are left
+    out of the result (a set naming only such CPUs comes out empty, not
+    an error), so that a set costs at most the host's size in memory.
     """
     if not isinstance(text, str):
         raise CpusetError('CPU set must be a string, not %r' % (text,))
-    include, exclude = set(), set()
+    if len(text) > MAX_TEXT:
+        raise CpusetError('CPU set of %d characters is too long (at most '
+                          '%d)' % (len(text), MAX_TEXT))
+    include, exclude = [], []
     if text.strip():
         for raw in text.split(','):
             part = raw.strip()
             if not part:
-                raise CpusetError('empty element in CPU set %r' % text)
+                raise CpusetError('empty element in CPU set %r'
+                                  % text[:64])
             if part.startswith('^'):
-                exclude.update(_parse_range(part[1:], text))
+                exclude.append(_parse_range(part[1:], text))
             else:
-                include.update(_parse_range(part, text))
-    result = frozenset(include - exclude)
+                include.append(_parse_range(part, text))
+    top = MAX_CPU_ID if limit is None else limit
+    result = frozenset(_expand(include, top)).difference(
+        _expand(exclude, top))
+    if not result and limit is not None and include:
+        return result  # only CPUs this host lacks
     if not result and not allow_empty:
         raise CpusetError('CPU set %r is empty' % text)
     return result

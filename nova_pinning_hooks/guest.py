@@ -22,6 +22,13 @@ from nova_pinning_hooks import topology
 
 NOVA_NS_PREFIX = '{http://openstack.org/xmlns/libvirt/nova/'
 
+# The most vCPUs libvirt lets a QEMU/KVM domain have (QEMU's own limit
+# for x86 q35 with KVM, 4096); a larger <vcpu> is a corrupt or hostile
+# document, and would cost memory and time in proportion.
+MAX_VCPUS = 4096
+# I/O threads: libvirt has no hard limit; nothing real comes near this.
+MAX_IOTHREADS = 1024
+
 # libvirt prints every element read here before <devices>, which is often
 # half of a nova guest's XML: for XML straight from libvirt, parsing stops
 # there unless one of these appears after it. Snapshots, which may be
@@ -85,7 +92,7 @@ class Guest(typing.NamedTuple):
 
     @classmethod
     def from_xml(cls, xml_text, active=True, memory_by_node_kib=None,
-                 from_libvirt=False):
+                 from_libvirt=False, max_cpu=None):
         if not isinstance(xml_text, str):
             raise GuestError('domain XML must be text')
         try:
@@ -97,11 +104,16 @@ class Guest(typing.NamedTuple):
             except ET.ParseError as exc:
                 raise GuestError('domain XML is malformed: %s'
                                  % exc) from None
-        return cls.from_element(root, active, memory_by_node_kib)
+        return cls.from_element(root, active, memory_by_node_kib, max_cpu)
 
     @classmethod
-    def from_element(cls, root, active=True, memory_by_node_kib=None):
-        """From a parsed ``<domain>`` element (see ``parse_many``)."""
+    def from_element(cls, root, active=True, memory_by_node_kib=None,
+                     max_cpu=None):
+        """From a parsed ``<domain>`` element (see ``parse_many``).
+
+        ``max_cpu``: the host's highest CPU id. Pins are read only up to
+        it (a pin naming only CPUs the host lacks reads as unpinned, so a
+        pass re-pins it), which bounds what a hostile pin costs."""
         if root.tag != 'domain':
             raise GuestError('expected <domain>, got <%s>' % root.tag)
         # One pass over the top-level children: ElementPath lookups cost
@@ -114,7 +126,7 @@ class Guest(typing.NamedTuple):
         if not name or not uuid:
             raise GuestError('domain XML without <name> or <uuid>')
         try:
-            return cls(uuid, name, bool(active), *_parse_body(top),
+            return cls(uuid, name, bool(active), *_parse_body(top, max_cpu),
                        _memory_map(memory_by_node_kib))
         except (cpuset.CpusetError, ValueError) as exc:
             raise GuestError('domain %s: %s' % (name, exc)) from None
@@ -145,16 +157,23 @@ def parse_many(texts, from_libvirt=False):
     return elements
 
 
-def _parse_body(top):
+def _pin(text, max_cpu):
+    """A pin's CPU set, read up to ``max_cpu``; None if none is left."""
+    return cpuset.parse(text, limit=max_cpu) or None
+
+
+def _parse_body(top, max_cpu=None):
     """Guest fields ``vcpus`` .. ``nova_placed``, in field order."""
     vcpu = top.get('vcpu')
-    if vcpu is None or not (vcpu.text or '').strip().isdigit():
+    if vcpu is None:
         raise ValueError('no <vcpu> count')
-    maximum = int(vcpu.text)
-    current = int(vcpu.get('current', maximum))
+    maximum = _uint(vcpu.text, '<vcpu>', MAX_VCPUS)
+    current = _uint(vcpu.get('current', str(maximum)), '<vcpu current>',
+                    maximum)
     listed = top.get('vcpus')
     if listed is not None and len(listed):
-        online = tuple(sorted(int(v.get('id')) for v in listed
+        online = tuple(sorted(_uint(v.get('id'), '<vcpu id>', maximum - 1)
+                              for v in listed
                               if v.get('enabled', 'yes') == 'yes'))
     else:
         online = tuple(range(current))
@@ -162,12 +181,16 @@ def _parse_body(top):
     vcpu_pins, emulator, io_pins = {}, None, {}
     for pin in top.get('cputune', ()):
         if pin.tag == 'vcpupin':
-            vcpu_pins[int(pin.get('vcpu'))] = cpuset.parse(pin.get('cpuset'))
+            cpus = _pin(pin.get('cpuset'), max_cpu)
+            vcpu = _uint(pin.get('vcpu'), '<vcpupin vcpu>',
+                         max(maximum - 1, 0))
+            if cpus is not None:
+                vcpu_pins[vcpu] = cpus
         elif pin.tag == 'emulatorpin':
-            emulator = cpuset.parse(pin.get('cpuset'))
+            emulator = _pin(pin.get('cpuset'), max_cpu)
         elif pin.tag == 'iothreadpin':
-            io_pins[int(pin.get('iothread'))] = cpuset.parse(
-                pin.get('cpuset'))
+            io_pins[_uint(pin.get('iothread'), '<iothreadpin iothread>',
+                          MAX_IOTHREADS)] = _pin(pin.get('cpuset'), max_cpu)
     for thread in _iothread_ids(top):
         io_pins.setdefault(thread, None)
     numa_mode = numa_nodeset = None
@@ -179,27 +202,40 @@ def _parse_body(top):
             numa_nodeset = cpuset.parse(mem.get('nodeset'))
     memory = top.get('memory')
     memory_kib = 0
-    if memory is not None and (memory.text or '').strip().isdigit():
-        memory_kib = topology.memory_to_kib(int(memory.text),
-                                            memory.get('unit'))
+    if memory is not None:
+        memory_kib = topology.memory_to_kib(
+            _uint(memory.text, '<memory>', topology.MAX_MEMORY),
+            memory.get('unit'))
     metadata = top.get('metadata')
     nova = metadata is not None and any(
         child.tag.startswith(NOVA_NS_PREFIX) for child in metadata)
     cpu = top.get('cpu')
     numa = cpu.find('numa') if cpu is not None else None
     return (online, vcpu_pins,
-            cpuset.parse(default) if default else None,
+            _pin(default, max_cpu) if default else None,
             emulator, io_pins, numa_mode, numa_nodeset, memory_kib, nova,
             numa is not None and numa.find('cell') is not None)
 
 
+def _uint(text, what, maximum):
+    """A count or id of the domain XML: ASCII digits, at most
+    ``maximum``; ValueError otherwise."""
+    return cpuset.parse_uint(text if text is not None else '', what,
+                             maximum)
+
+
 def _iothread_ids(top):
-    ids = [int(t.get('id')) for t in top.get('iothreadids', ())
-           if t.tag == 'iothread']
+    ids = [_uint(t.get('id'), '<iothread id>', MAX_IOTHREADS)
+           for t in top.get('iothreadids', ()) if t.tag == 'iothread']
+    if len(ids) > MAX_IOTHREADS:
+        raise ValueError('more than %d I/O threads' % MAX_IOTHREADS)
     if ids:
         return ids
-    count = (getattr(top.get('iothreads'), 'text', None) or '').strip()
-    return list(range(1, int(count) + 1)) if count.isdigit() else []
+    count = top.get('iothreads')
+    if count is None:
+        return []
+    return list(range(1, _uint(count.text, '<iothreads>', MAX_IOTHREADS)
+                      + 1))
 
 
 def _memory_map(raw):
@@ -207,9 +243,14 @@ def _memory_map(raw):
         return {}
     result = {}
     for node, kib in raw.items():
-        node_id, amount = int(node), int(kib)
-        if node_id < 0 or amount < 0:
-            raise GuestError('negative node or memory in memory_by_node_kib')
-        if amount:
-            result[node_id] = amount
+        if isinstance(node, int) and not isinstance(node, bool):
+            node = str(node)
+        node_id = cpuset.parse_uint(node, 'memory_by_node_kib node',
+                                    cpuset.MAX_CPU_ID)
+        if isinstance(kib, bool) or not isinstance(kib, int) or \
+                not 0 <= kib <= topology.MAX_MEMORY:
+            raise GuestError('memory_by_node_kib: %.32r is not a KiB '
+                             'count' % (kib,))
+        if kib:
+            result[node_id] = kib
     return result

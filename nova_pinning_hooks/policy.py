@@ -49,12 +49,27 @@ class Options:
     set_home_node: bool = False  # emit numa nodesets for chosen homes
 
 
+# nova sets no upper bound; ours keeps every product with a CPU count a
+# finite float (an int ratio of 400 digits overflows one).
+MAX_RATIO = 1e6
+
+
+def ratio_ok(ratio):
+    """A number > 0 and at most ``MAX_RATIO`` (not a bool, not NaN)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return False
+    try:
+        value = float(ratio)
+    except OverflowError:
+        return False
+    return math.isfinite(value) and 0 < value <= MAX_RATIO
+
+
 def validate(host, options):
     ratio = options.allocation_ratio
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or \
-            not math.isfinite(ratio) or ratio <= 0:
-        raise PolicyError('allocation ratio must be a number > 0, not %r'
-                          % (ratio,))
+    if not ratio_ok(ratio):
+        raise PolicyError('allocation ratio must be a number > 0 and at '
+                          'most %g, not %.32r' % (MAX_RATIO, ratio))
     for what in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
         cpus = getattr(options, what)
         if cpus is not None and not cpus <= host.cpus:

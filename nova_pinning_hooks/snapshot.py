@@ -56,6 +56,9 @@ def loads(text, **overrides):
         data = json.loads(text)
     except ValueError as exc:
         raise SnapshotError('snapshot is not valid JSON: %s' % exc) from None
+    except RecursionError:
+        raise SnapshotError('snapshot is not valid JSON: nested too '
+                            'deeply') from None
     return load(data, **overrides)
 
 
@@ -69,18 +72,20 @@ def load(data, from_libvirt=False, **overrides):
     """
     if not isinstance(data, dict):
         raise SnapshotError('snapshot must be a JSON object')
-    if data.get('version') != VERSION:
-        raise SnapshotError('unknown snapshot version %r (this tool reads '
-                            'version %d)' % (data.get('version'), VERSION))
+    version = data.get('version')
+    if type(version) is not int or version != VERSION:  # not True, 1.0
+        raise SnapshotError('unknown snapshot version %.32r (this tool '
+                            'reads version %d)' % (version, VERSION))
     try:
         host = topology.HostTopology.from_capabilities(
             data.get('capabilities'))
     except topology.TopologyError as exc:
         raise SnapshotError('capabilities: %s' % exc) from None
     ratio = data.get('allocation_ratio')
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
-        raise SnapshotError('allocation_ratio must be a number > 0, not %r'
-                            % (ratio,))
+    if not policy.ratio_ok(ratio):
+        raise SnapshotError('allocation_ratio must be a number > 0 and at '
+                            'most %g (the allocation ratio), not %.32r'
+                            % (policy.MAX_RATIO, ratio))
     sets = {}
     for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
         value = data.get(key)
@@ -110,9 +115,10 @@ def load(data, from_libvirt=False, **overrides):
             parsed[start:start + len(chunk)] = (
                 guest_mod.parse_many(chunk, from_libvirt) or
                 [None] * len(chunk))
+    max_cpu = max(host.cpus)
     guests, seen, kernel = [], set(), {}
     for i, dom in enumerate(domains):
-        g = _guest(i, dom, from_libvirt, parsed[i])
+        g = _guest(i, dom, from_libvirt, parsed[i], max_cpu)
         if g.uuid in seen:
             raise SnapshotError('domain %s: uuid %s appears twice'
                                 % (g.name, g.uuid))
@@ -145,18 +151,23 @@ def _kernel_affinity(i, dom, guest):
     return result
 
 
-def _guest(i, dom, from_libvirt, element=None):
+def _guest(i, dom, from_libvirt, element=None, max_cpu=None):
     memory = dom.get('memory_by_node_kib') or {}
     if not isinstance(memory, dict):
         raise SnapshotError('domains[%d]: memory_by_node_kib must be an '
                             'object' % i)
     active = dom.get('active', True)
+    if not isinstance(active, bool):  # "false" would read as active
+        raise SnapshotError('domains[%d]: active must be true or false, '
+                            'not %.32r' % (i, active))
     try:
         if element is not None:
-            return guest_mod.Guest.from_element(element, active, memory)
+            return guest_mod.Guest.from_element(element, active, memory,
+                                                max_cpu)
         return guest_mod.Guest.from_xml(dom['xml'], active=active,
                                         memory_by_node_kib=memory,
-                                        from_libvirt=from_libvirt)
+                                        from_libvirt=from_libvirt,
+                                        max_cpu=max_cpu)
     except (guest_mod.GuestError, TypeError, ValueError) as exc:
         raise SnapshotError('domains[%d]: %s' % (i, exc)) from None
 

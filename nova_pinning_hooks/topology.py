@@ -115,11 +115,16 @@ def _check_cores(core_of, node_of):
 
 def _int_attr(elem, name, what):
     value = elem.get(name)
-    if value is None or not value.isdigit():
-        raise TopologyError('<%s> without a numeric %s attribute'
-                            % (what, name))
-    return int(value)
+    try:
+        return cpuset.parse_uint(value, '<%s %s>' % (what, name),
+                                 cpuset.MAX_CPU_ID)
+    except ValueError:
+        raise TopologyError('<%s> without a numeric %s attribute (ASCII '
+                            'digits, at most %d)' % (
+                                what, name, cpuset.MAX_CPU_ID)) from None
 
+
+MAX_MEMORY = 10 ** 15  # in any unit: more than any host has in bytes
 
 _UNIT_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'kib': 1,
              'kb': 1000 / 1024, 'm': 1024, 'mib': 1024, 'g': 1024 ** 2,
@@ -128,10 +133,14 @@ _UNIT_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'kib': 1,
 
 def _memory_kib(cell):
     mem = cell.find('memory')
-    if mem is None or not (mem.text or '').strip().isdigit():
+    if mem is None:
         return 0
+    try:
+        value = cpuset.parse_uint(mem.text or '', 'cell memory', MAX_MEMORY)
+    except ValueError as exc:
+        raise TopologyError(str(exc)) from None
     factor = _UNIT_KIB.get(mem.get('unit', 'KiB').lower(), 1)
-    return int(int(mem.text) * factor)
+    return int(value * factor)
 
 
 def memory_to_kib(value, unit):

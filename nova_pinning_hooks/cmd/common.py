@@ -82,3 +82,43 @@ def read_input(path, stdin=None):
     except UnicodeDecodeError as exc:
         raise UsageError('snapshot %s is not UTF-8: %s'
                          % (path, exc.reason)) from None
+
+
+def validate_options(conf):
+    """Read every option once, so a bad value in a configuration file is
+    refused now (exit 2) rather than when first used, mid-command, as a
+    traceback. oslo.config parses file values lazily. Floats must also be
+    finite: oslo.config's min/max let ``nan`` through."""
+    import math
+
+    from oslo_config import cfg
+
+    def check(group, name, value):
+        if isinstance(value, float) and not math.isfinite(value):
+            where = '[%s] %s' % (group or 'DEFAULT', name)
+            raise UsageError('%s: %r is not a finite number' % (where, value))
+
+    try:
+        for name in list(conf):
+            value = conf[name]
+            if isinstance(value, cfg.ConfigOpts.GroupAttr):
+                for opt in list(value):
+                    check(name, opt, value[opt])
+            else:
+                check(None, name, value)
+    except (cfg.Error, ValueError) as exc:
+        raise UsageError(str(exc).splitlines()[0] if str(exc) else
+                         type(exc).__name__) from None
+
+
+def report_unexpected(prog, conf, exc):
+    """One line for a failure nobody foresaw; the traceback only with
+    ``--debug``. Returns exit status 1."""
+    import sys
+    import traceback
+    if getattr(conf, 'debug', False):
+        traceback.print_exc(file=sys.stderr)
+    sys.stderr.write('%s: error: %s: %s\n' % (
+        prog, type(exc).__name__, str(exc).splitlines()[0] if str(exc)
+        else 'unexpected failure'))
+    return 1

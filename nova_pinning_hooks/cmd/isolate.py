@@ -119,10 +119,14 @@ def main(argv=None):
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         conf(argv, project='nova-pinning-hooks', prog=PROG)
+        if conf.command.name in ('apply', 'watch'):
+            # undo and status must work even when the configuration has
+            # gone bad: they act on the state file.
+            common.validate_options(conf)
     except common.UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    except cfg.Error as exc:
+    except (cfg.Error, ValueError) as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
     logging.setup(conf, PROG)
@@ -134,6 +138,8 @@ def main(argv=None):
     except (BackendError, state.StateError, OSError) as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
+    except Exception as exc:
+        return common.report_unexpected(PROG, conf, exc)
     return 0
 
 

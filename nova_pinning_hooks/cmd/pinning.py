@@ -123,11 +123,13 @@ def main(argv=None):
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         conf = parse_args(argv)
+        common.validate_options(conf)
     except UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    except cfg.Error as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+    except (cfg.Error, ValueError) as exc:  # UnicodeDecodeError too
+        sys.stderr.write('%s: error: %s\n' % (
+            PROG, str(exc).splitlines()[0] if str(exc) else exc))
         return 2
     logging.setup(conf, PROG)
     try:
@@ -138,6 +140,8 @@ def main(argv=None):
     except common.CommandFailed as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
+    except Exception as exc:
+        return common.report_unexpected(PROG, conf, exc)
     status, message = 0, None
     if isinstance(output, tuple):  # (text, status[, one-line message])
         output, status, message = (output + (None,))[:3]

@@ -108,3 +108,22 @@ class TestConfigFilesThatAreNotFiles(testtools.TestCase):
             self.assertEqual((2, ''), (code, out.getvalue()))
             self.assertIn('not a regular file', err.getvalue())
             self.assertEqual(1, len(err.getvalue().splitlines()))
+
+
+class TestBadConfigurationValues(testtools.TestCase):
+
+    def test_apply_refuses_a_bad_value_in_one_line(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'bad.conf')
+        for text in ('[nova_pinning_isolation]\nsweep_interval = often\n',
+                     '[nova_pinning_isolation]\nmemory_limit_mib = 1e9\n',
+                     '[nova_pinning]\nbusy_retry_delay = nan\n'):
+            with open(path, 'w') as f:
+                f.write(text)
+            out, err = io.StringIO(), io.StringIO()
+            with fixtures.MonkeyPatch('sys.stdout', out), \
+                    fixtures.MonkeyPatch('sys.stderr', err):
+                code = isolate.main(['--config-file', path, 'apply'])
+            self.assertEqual((2, ''), (code, out.getvalue()), text)
+            self.assertEqual(1, len(err.getvalue().splitlines()), text)
+            self.assertNotIn('Traceback', err.getvalue())

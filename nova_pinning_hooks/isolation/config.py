@@ -192,9 +192,33 @@ def check_names(opts):
                               'not an absolute path' % path)
 
 
-def resolve_mode(opts, paths=HOST):
+def _check_v2_cpuset(root):
+    """systemd applies ``AllowedCPUs=`` only through the cpuset controller
+    of the unified (v2) hierarchy. systemd accepts the property whatever
+    the hierarchy and reports success, so without this check ``apply``
+    would say "confined" and confine nothing (seen with systemd 252 on a
+    host whose cpuset controller is bound to cgroup v1)."""
+    path = os.path.join(root, 'cgroup.controllers')
+    try:
+        with open(path, encoding='ascii') as f:
+            controllers = f.read(4096).split()
+    except OSError:
+        raise ConfigError('cgroup_mode systemd: %s is not a unified cgroup '
+                          'v2 hierarchy (no cgroup.controllers); systemd '
+                          'does not apply AllowedCPUs= on a legacy or '
+                          'hybrid hierarchy: use cgroup_mode v1' % root) \
+            from None
+    if 'cpuset' not in controllers:
+        raise ConfigError('cgroup_mode systemd: the cpuset controller is not '
+                          'available in the cgroup v2 hierarchy at %s (it '
+                          'is bound to a cgroup v1 hierarchy, or disabled): '
+                          'AllowedCPUs= would confine nothing' % root)
+
+
+def resolve_mode(opts, paths=HOST, undo=False):
     """``(mode, systemctl path)``; ConfigError if that mode cannot work
-    here."""
+    here. ``undo``: only to put properties back, which works whether or
+    not they ever took effect."""
     mode = opts.cgroup_mode
     root = opts.cgroup_root
     if mode == 'auto':
@@ -205,6 +229,8 @@ def resolve_mode(opts, paths=HOST):
         systemctl = shutil.which('systemctl')
         if systemctl is None:
             raise ConfigError('cgroup_mode systemd: no systemctl on PATH')
+        if not undo:
+            _check_v2_cpuset(root)
         return mode, systemctl
     if not os.path.exists(os.path.join(root, 'cpuset', 'cpuset.cpus')):
         raise ConfigError('cgroup_mode v1: no cgroup v1 cpuset hierarchy '

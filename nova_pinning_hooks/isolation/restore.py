@@ -98,7 +98,7 @@ def _fallback(conf, paths, why):
     """Undo without a usable state: what the configuration names."""
     opts = conf.nova_pinning_isolation
     config.check_names(opts)
-    mode, systemctl = config.resolve_mode(opts, paths)
+    mode, systemctl = config.resolve_mode(opts, paths, undo=True)
     failures = [why] if why else []
     if mode == 'systemd':
         if not why:

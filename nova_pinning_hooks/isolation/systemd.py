@@ -96,6 +96,14 @@ class Systemd:
     def ensure(self):
         for unit in self.drifted():
             self._set(unit, self._wanted())
+            effective = _canonical(self.show(unit).get('EffectiveCPUs', ''))
+            if effective != cpuset.format(self.cpus):
+                # systemd took the property but the kernel did not apply
+                # it (no cpuset controller where systemd looks).
+                raise BackendError(
+                    '%s: systemd accepted AllowedCPUs=%s but its '
+                    'EffectiveCPUs are %r: not confined' % (
+                        unit, cpuset.format(self.cpus), effective))
             LOG.info('isolation: %s confined to CPUs %s', unit,
                      cpuset.format(self.cpus))
 

@@ -14,6 +14,7 @@ import threading
 import fixtures
 
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import report
 from tests.unit.isolation import base
 
@@ -66,6 +67,16 @@ class SystemdTestCase(base.TestCase):
         self.useFixture(fixtures.EnvironmentVariable(
             'PATH', bin_dir + os.pathsep + os.environ.get('PATH', '')))
         self.config(cgroup_mode='systemd')
+        # A unified hierarchy with the cpuset controller available.
+        self.controllers('cpuset cpu io memory pids')
+
+    def controllers(self, text):
+        path = os.path.join(self.host.cgroot, 'cgroup.controllers')
+        if text is None:
+            os.unlink(path)
+            return
+        with open(path, 'w') as f:
+            f.write(text + '\n')
 
     def set_units(self, units):
         with open(self.units_path, 'w') as f:
@@ -165,3 +176,32 @@ class TestSystemd(SystemdTestCase):
         stop.set()
         thread.join(10)
         self.assertFalse(thread.is_alive())
+
+
+class TestWhereSystemdCannotConfine(SystemdTestCase):
+    """What a real systemd 252 did on these machines (cpuset bound to
+    cgroup v1): it accepted AllowedCPUs= and confined nothing."""
+
+    def test_no_cpuset_controller_in_v2_is_refused_before_any_change(self):
+        self.controllers('cpu io memory pids')
+        exc = self.assertRaises(config.ConfigError, self.isolator)
+        self.assertIn('cpuset controller is not available', str(exc))
+        self.assertFalse(os.path.exists(self.log))
+
+    def test_a_legacy_or_hybrid_hierarchy_is_refused(self):
+        self.controllers(None)
+        exc = self.assertRaises(config.ConfigError, self.isolator)
+        self.assertIn('not a unified cgroup v2 hierarchy', str(exc))
+
+    def test_a_property_systemd_takes_but_does_not_apply_is_a_failure(self):
+        # The fake reports EffectiveCPUs empty, as systemd did.
+        with open(os.path.join(self.host.top, 'bin', 'systemctl')) as f:
+            script = f.read()
+        script = script.replace(
+            "(props.get('AllowedCPUs') or '0-3')", "''")
+        with open(os.path.join(self.host.top, 'bin', 'systemctl'),
+                  'w') as f:
+            f.write(script)
+        exc = self.assertRaises(BackendError, self.isolator().apply)
+        self.assertIn('systemd accepted AllowedCPUs=0 but its '
+                      'EffectiveCPUs are', str(exc))

@@ -38,7 +38,6 @@ class OvercommitInfo(typing.NamedTuple):
     allocation_ratio: float
     shared_cpus: object  # CPU set text or None
     dedicated_cpus: object  # CPU set text or None
-    reserved_host_cpus: int
     host: str
     written_at: str
     ratio_source: str
@@ -53,10 +52,18 @@ def effective_ratio(cpu_allocation_ratio, initial_cpu_allocation_ratio):
             'initial_cpu_allocation_ratio')
 
 
-def from_nova_conf(conf):
-    """The file's content from nova's configuration object."""
-    ratio, source = effective_ratio(conf.cpu_allocation_ratio,
-                                    conf.initial_cpu_allocation_ratio)
+def from_nova_conf(conf, ratio=None):
+    """The file's content from nova's configuration object, and from the
+    VCPU allocation ratio of the node's inventory once nova reported one
+    (``ratio``): placement's, unless ``cpu_allocation_ratio`` overrides
+    it (nova's ``ComputeDriver._get_allocation_ratios``)."""
+    if ratio is None:
+        ratio, source = effective_ratio(conf.cpu_allocation_ratio,
+                                        conf.initial_cpu_allocation_ratio)
+    else:
+        ratio = float(ratio)
+        source = ('cpu_allocation_ratio' if conf.cpu_allocation_ratio
+                  else 'placement')
     shared = conf.compute.cpu_shared_set
     # Before Train, vcpu_pin_set named the CPUs guests may use.
     if not shared and getattr(conf, 'vcpu_pin_set', None):
@@ -68,8 +75,7 @@ def from_nova_conf(conf):
             'allocation_ratio': ratio,
             'ratio_source': source,
             'shared_cpus': shared or None,
-            'dedicated_cpus': conf.compute.cpu_dedicated_set or None,
-            'reserved_host_cpus': int(conf.reserved_host_cpus or 0)}
+            'dedicated_cpus': conf.compute.cpu_dedicated_set or None}
 
 
 def write(path, content):
@@ -101,7 +107,6 @@ def read(path):
         allocation_ratio=float(content['allocation_ratio']),
         shared_cpus=content.get('shared_cpus'),
         dedicated_cpus=content.get('dedicated_cpus'),
-        reserved_host_cpus=int(content.get('reserved_host_cpus') or 0),
         host=str(content.get('host') or ''),
         written_at=str(content.get('written_at') or ''),
         ratio_source=str(content.get('ratio_source') or ''))

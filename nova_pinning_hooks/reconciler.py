@@ -84,6 +84,7 @@ def host_settings(conf):
             raise SettingsError('[nova_pinning] allocation_ratio must be '
                                 '> 0, not %s' % group.allocation_ratio)
         settings['allocation_ratio'] = group.allocation_ratio
+        settings['ratio_source'] = '[nova_pinning] allocation_ratio'
         return settings
     from nova_pinning_hooks import overcommit
     try:
@@ -91,6 +92,7 @@ def host_settings(conf):
     except overcommit.OvercommitError as exc:
         raise SettingsError(str(exc)) from None
     settings.update(allocation_ratio=info.allocation_ratio,
+                    ratio_source=info.ratio_source or 'unknown',
                     shared_cpus=info.shared_cpus,
                     dedicated_cpus=info.dedicated_cpus)
     return settings

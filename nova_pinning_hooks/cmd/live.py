@@ -65,6 +65,7 @@ def cmd_status(conf):
         rec.close()
     iso = _isolation_status(conf)
     drift = snap.drift()
+    source = reconciler.host_settings(conf).get('ratio_source')
     fmt = cpuset.format
     if conf.command.format == 'json':
         data = plan_mod.to_json(p, changes)
@@ -77,10 +78,12 @@ def cmd_status(conf):
                 for v, (pin, cpus) in
                 sorted(drift.get(entry['uuid'], {}).items())}
         data['isolation'] = iso
+        data['allocation_ratio_source'] = source
         return json.dumps(data, indent=1, default=str) + '\n'
     text = render.plan_table(p, snap.host, snap.guests, changes,
                              title='status of %s' %
                              conf.nova_pinning.connection_uri)
+    text += 'allocation ratio %g, from %s\n' % (p.allocation_ratio, source)
     names = {g.uuid: g.name for g in snap.guests}
     for uuid, vcpus in sorted(drift.items(), key=lambda i: names[i[0]]):
         for v, (pin, cpus) in sorted(vcpus.items()):

@@ -1,9 +1,16 @@
 """The runtime of nova-pinning-hooks inside nova-compute.
 
 ``activate(conf)`` (called once by the notifier switch) writes the
-overcommit file from nova's configuration, installs the hook points,
-queues a first pass and starts the periodic safety net. Hooks call
-``request_pass``, which only queues.
+overcommit file from nova's configuration, installs the hook points
+(and, on the libvirt driver, the allocation-ratio hook and the live
+migration XML filter, ``nova.migration``), queues a first pass and starts
+the periodic safety net. Hooks call ``request_pass``, which only queues.
+
+The allocation ratio that passes use is the one nova last put into the
+node's VCPU inventory (``update_provider_tree``): placement's, unless
+``cpu_allocation_ratio`` overrides it. It is rewritten into the
+overcommit file by the pass worker, before the pass, whenever it
+changes, with its source (``placement``, or the option that set it).
 
 Invariants:
 
@@ -19,10 +26,12 @@ Invariants:
 * every failure is logged; none reaches nova.
 """
 
+import collections
 import os
 import subprocess
 import sys
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -33,6 +42,7 @@ from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 PASS_TIMEOUT = 300
+RATIO_HOOK = 'nova_pinning_allocation_ratio'
 
 _AGENT = None
 _ACTIVATION_LOCK = threading.Lock()
@@ -62,6 +72,23 @@ class Agent:
         self._stop = threading.Event()
         self._timer = None
         self.last_result = None
+        self.ratio = None  # the ratio last written to the overcommit file
+        self._pending_ratio = None
+        # (monotonic time, host, reason) of recent requests: diagnostics.
+        self.requests = collections.deque(maxlen=1000)
+
+    def request(self, reason, host=None):
+        """Queue a pass (never blocks: see ``Coalescer.request``)."""
+        self.requests.append((time.monotonic(), host, reason))
+        return self.coalescer.request(reason)
+
+    def note_allocation_ratio(self, ratio):
+        """nova reported this VCPU allocation ratio (on nova's thread:
+        only remembered here; the worker writes the file)."""
+        if ratio == self.ratio or ratio == self._pending_ratio:
+            return False
+        self._pending_ratio = ratio
+        return self.request('allocation ratio now %s' % ratio)
 
     def start(self):
         self.write_overcommit()
@@ -72,10 +99,10 @@ class Agent:
                 daemon=True)
             self._timer.start()
 
-    def write_overcommit(self):
+    def write_overcommit(self, ratio=None):
         path = self.conf.nova_pinning.overcommit_file
         try:
-            content = overcommit.from_nova_conf(self.conf)
+            content = overcommit.from_nova_conf(self.conf, ratio)
             # Only this service writes the file: what a crash left of an
             # earlier write is garbage.
             safefs.remove_stale_temporaries(path)
@@ -85,6 +112,7 @@ class Agent:
                       '%s: %s; passes will not run until it exists',
                       path, exc)
             return False
+        self.ratio = content['allocation_ratio']
         LOG.info('nova-pinning-hooks: wrote %s: allocation ratio %s (%s)',
                  path, content['allocation_ratio'], content['ratio_source'])
         return True
@@ -94,6 +122,9 @@ class Agent:
             self.coalescer.request('periodic')
 
     def _run_pass(self):
+        ratio, self._pending_ratio = self._pending_ratio, None
+        if ratio is not None and ratio != self.ratio:
+            self.write_overcommit(ratio)
         if self.out_of_process:
             self.last_result = self._pass_in_child()
         else:
@@ -135,7 +166,24 @@ def in_nova_compute():
     return 'nova.cmd.compute' in sys.modules or argv0 == 'nova-compute'
 
 
-def activate(conf, manager_cls=None):
+def _install_driver_hooks(driver_cls=None):
+    """The allocation-ratio hook and the live migration XML filter, on
+    nova's libvirt driver. Logged, never raised, if this nova lacks it."""
+    from nova_pinning_hooks.nova import hookpoints
+    from nova_pinning_hooks.nova import migration
+    try:
+        if driver_cls is None:
+            from nova.virt.libvirt import driver as libvirt_driver
+            driver_cls = libvirt_driver.LibvirtDriver
+        hookpoints.install(driver_cls, ['update_provider_tree'], RATIO_HOOK)
+        migration.install()
+    except Exception:
+        LOG.exception('nova-pinning-hooks: libvirt driver hooks not '
+                      'installed: the ratio stays the configured one and '
+                      'live migrations carry our pins')
+
+
+def activate(conf, manager_cls=None, driver_cls=None):
     """Switch nova-pinning-hooks on in this nova-compute; idempotent.
 
     Returns the Agent, or None when switched off or not in nova-compute.
@@ -155,9 +203,11 @@ def activate(conf, manager_cls=None):
             manager_cls = compute_manager.ComputeManager
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)
+        _install_driver_hooks(driver_cls)
         # Load the hooks now, not on nova's thread at its first operation.
         from nova_pinning_hooks.nova import hooks
         hooks.manager(conf.nova_pinning.hook_name)
+        hooks.manager(RATIO_HOOK)
         _AGENT = Agent(conf)
         _AGENT.start()
         LOG.info('nova-pinning-hooks: active (%s passes)',
@@ -165,12 +215,20 @@ def activate(conf, manager_cls=None):
         return _AGENT
 
 
-def request_pass(reason):
+def request_pass(reason, host=None):
     """Queue a pass; returns at once. Without an agent, does nothing."""
     agent = _AGENT
     if agent is None:
         return False
-    return agent.coalescer.request(reason)
+    return agent.request(reason, host)
+
+
+def note_allocation_ratio(ratio):
+    """The VCPU allocation ratio nova just reported (see ``Agent``)."""
+    agent = _AGENT
+    if agent is None:
+        return False
+    return agent.note_allocation_ratio(ratio)
 
 
 def current():

@@ -9,6 +9,7 @@ exception reaches nova's thread.
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import hooks
 
 LOG = logging.getLogger(__name__)
 
@@ -21,6 +22,31 @@ class BindNumaAffinityHook:
 
     def post(self, rv, *args, **kwargs):
         try:
-            agent.request_pass('hook')
+            method = hooks.current_function() or 'hook'
+            host = getattr(args[0], 'host', None) if args else None
+            agent.request_pass(method, host=host)
         except Exception:  # never into nova
             LOG.exception('nova-pinning-hooks: could not request a pass')
+
+
+class AllocationRatioHook:
+    """Hook object on the virt driver's ``update_provider_tree``: after
+    nova set the node's inventory (with the VCPU allocation ratio that
+    placement holds, or nova's configured one), hand the ratio to the
+    agent. Reads nova's in-memory provider tree only: no call to
+    placement, no file or libvirt access on nova's thread."""
+
+    def pre(self, *args, **kwargs):
+        return None
+
+    def post(self, rv, *args, **kwargs):
+        try:
+            tree = args[1] if len(args) > 1 else kwargs.get('provider_tree')
+            node = args[2] if len(args) > 2 else kwargs.get('nodename')
+            inventory = tree.data(node).inventory.get('VCPU') or {}
+            ratio = inventory.get('allocation_ratio')
+            if ratio is not None:
+                agent.note_allocation_ratio(ratio)
+        except Exception:  # never into nova
+            LOG.exception('nova-pinning-hooks: could not read the VCPU '
+                          'allocation ratio from the provider tree')

@@ -18,6 +18,7 @@ Where nova still has ``nova.hooks`` (Nova 21 and older), its own
 """
 
 import functools
+import threading
 
 from oslo_log import log as logging
 import stevedore
@@ -72,15 +73,32 @@ def reset():
     _MANAGERS.clear()
 
 
+_CALL = threading.local()
+
+
+def current_function():
+    """The name of the hooked function whose hooks run now (on this
+    thread), for hooks that want to say why they ran; None outside."""
+    return getattr(_CALL, 'name', None)
+
+
 def add_hook(name):
     """Decorator: run the ``name`` hooks around the function."""
     def outer(func):
         @functools.wraps(func)
         def inner(*args, **kwargs):
             mgr = manager(name)
-            mgr.run_pre(name, args, kwargs)
+            outer_name, _CALL.name = current_function(), func.__name__
+            try:
+                mgr.run_pre(name, args, kwargs)
+            finally:
+                _CALL.name = outer_name
             rv = func(*args, **kwargs)
-            mgr.run_post(name, rv, args, kwargs)
+            _CALL.name = func.__name__
+            try:
+                mgr.run_post(name, rv, args, kwargs)
+            finally:
+                _CALL.name = outer_name
             return rv
         return inner
     return outer

@@ -152,3 +152,23 @@ class TestStatusDrift(LiveCliTestCase):
         self.assertFalse(guest['live_matches_plan'])
         code, out, err = self.run_cli('status')
         self.assertIn('kernel drift: a vCPU 0 runs on 0-3', out)
+
+
+class TestStatusRatio(LiveCliTestCase):
+
+    def test_status_says_where_the_ratio_comes_from(self):
+        from nova_pinning_hooks import overcommit
+        path = os.path.join(self.tmp, 'nova', 'oc.json')
+        overcommit.write(path, {'version': 1, 'allocation_ratio': 16.0,
+                                'ratio_source': 'placement'})
+        self.write_config(overcommit_file=path)
+        code, out, err = self.run_cli('status')
+        self.assertEqual(0, code, err)
+        self.assertIn('allocation ratio 16, from placement', out)
+        code, out, err = self.run_cli('status', '--format', 'json')
+        self.assertEqual('placement',
+                         json.loads(out)['allocation_ratio_source'])
+        self.write_config(allocation_ratio=3.0)
+        code, out, err = self.run_cli('status')
+        self.assertIn('allocation ratio 3, from [nova_pinning] '
+                      'allocation_ratio', out)

@@ -56,24 +56,34 @@ class Container:
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         self.pid = None
-        deadline = time.monotonic() + 60
-        while self.pid is None and time.monotonic() < deadline:
+        state = ''
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError('systemd-nspawn exited %d'
                                      % self.proc.returncode)
-            children = subprocess.run(
-                ['pgrep', '-P', str(self.proc.pid)], capture_output=True,
-                text=True, check=False).stdout.split()
-            if children:
-                self.pid = int(children[0])
-            else:
-                time.sleep(0.2)
-        if self.pid is None:
-            raise AssertionError('the container did not start')
-        state = self.run('systemctl', 'is-system-running', '--wait',
-                         timeout=90).stdout.strip()
-        if state not in ('running', 'degraded'):
-            raise AssertionError('container systemd is %r' % state)
+            # nspawn's child becomes systemd only once it has exec'd.
+            self.pid = self._systemd_child()
+            if self.pid is not None:
+                state = self.run('systemctl', 'is-system-running', '--wait',
+                                 timeout=90).stdout.strip()
+                if state in ('running', 'degraded'):
+                    return
+            time.sleep(0.2)
+        raise AssertionError('container systemd is %r' % state)
+
+    def _systemd_child(self):
+        children = subprocess.run(
+            ['pgrep', '-P', str(self.proc.pid)], capture_output=True,
+            text=True, check=False).stdout.split()
+        for pid in children:
+            try:
+                with open('/proc/%s/comm' % pid) as f:
+                    if f.read().strip() == 'systemd':
+                        return int(pid)
+            except OSError:
+                continue
+        return None
 
     def run(self, *argv, stdin=None, timeout=60):
         return subprocess.run(

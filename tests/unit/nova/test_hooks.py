@@ -2,6 +2,7 @@
 
 import inspect
 import threading
+import time
 from unittest import mock
 
 import fixtures
@@ -116,7 +117,7 @@ class TestHookPoints(testtools.TestCase):
         self.requests = []
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.agent.request_pass',
-            lambda reason: self.requests.append(reason)))
+            lambda reason, host=None: self.requests.append(reason)))
 
     def test_install_wraps_and_keeps_signature(self):
         before = inspect.signature(self.cls.stop_instance)
@@ -134,7 +135,8 @@ class TestHookPoints(testtools.TestCase):
         hookpoints.install(self.cls, ['stop_instance'], 'bind_numa_affinity')
         m = self.cls()
         self.assertEqual('stopped', m.stop_instance('ctx', 'inst'))
-        self.assertEqual(['hook'], self.requests)
+        # The reason names the hooked method.
+        self.assertEqual(['stop_instance'], self.requests)
         m.other()
         self.assertEqual(1, len(self.requests))
 
@@ -144,7 +146,7 @@ class TestHookPoints(testtools.TestCase):
                                                  'bind_numa_affinity')
         self.assertEqual((['stop_instance'], []), (wrapped, missing))
         self.assertEqual('stopped', sub().stop_instance('c', 'i'))
-        self.assertEqual(['hook'], self.requests)
+        self.assertEqual(['stop_instance'], self.requests)
         self.assertIs(FakeManager.stop_instance,
                       vars(FakeManager)['stop_instance'])
 
@@ -186,6 +188,9 @@ class TestBursts(testtools.TestCase):
 
         class FakeAgent:
             coalescer = None
+
+            def request(self, reason, host=None):
+                return self.coalescer.request(reason)
         from nova_pinning_hooks import reconciler
 
         def run():
@@ -208,6 +213,11 @@ class TestBursts(testtools.TestCase):
         for t in threads:
             t.join(5)
             self.assertFalse(t.is_alive())  # nobody waited for a pass
+        for _ in range(100):  # the burst reached the worker
+            if passes:
+                break
+            time.sleep(0.05)
+        self.assertEqual(1, len(passes))
         release.set()
         self.assertTrue(fake.coalescer.request('final', wait=True,
                                                timeout=10))

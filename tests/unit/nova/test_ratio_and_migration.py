@@ -1,0 +1,114 @@
+"""The VCPU allocation ratio from nova's provider tree, and the live
+migration XML filter, on stand-ins for nova's driver and module."""
+
+import types
+
+from nova_pinning_hooks import overcommit
+from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import hook
+from nova_pinning_hooks.nova import hookpoints
+from nova_pinning_hooks.nova import migration
+from tests.unit.nova.test_agent import AgentTestCase
+from tests.unit.nova.test_agent import nova_like_conf
+from tests.unit.test_migratexml import NOVA_GUEST
+from tests.unit.test_migratexml import NUMA
+
+
+class FakeTree:
+    """nova's ProviderTree, as far as the hook reads it."""
+
+    def __init__(self):
+        self.inventory = {}
+
+    def data(self, name):
+        return types.SimpleNamespace(inventory=dict(self.inventory))
+
+
+class FakeDriver:
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        provider_tree.inventory = {'VCPU': {
+            'total': 2, 'allocation_ratio': self.ratio}}
+
+
+class TestRatioFromTheProviderTree(AgentTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.driver_cls = type('Driver', (FakeDriver,), {})
+        self.conf = nova_like_conf(self)
+        self.agent = agent.activate(self.conf, manager_cls=self.cls,
+                                    driver_cls=self.driver_cls)
+        self.path = self.conf.nova_pinning.overcommit_file
+        self.assertTrue(self.agent.coalescer.request('settle', wait=True,
+                                                     timeout=10))
+
+    def report(self, ratio):
+        driver = self.driver_cls()
+        driver.ratio = ratio
+        driver.update_provider_tree(FakeTree(), 'node1')
+        self.assertTrue(self.agent.coalescer.request('settle', wait=True,
+                                                     timeout=10))
+
+    def test_the_file_follows_placement(self):
+        info = overcommit.read(self.path)
+        self.assertEqual((4.0, 'initial_cpu_allocation_ratio'),
+                         (info.allocation_ratio, info.ratio_source))
+        self.report(16.0)  # an operator set 16 in placement
+        info = overcommit.read(self.path)
+        self.assertEqual((16.0, 'placement'),
+                         (info.allocation_ratio, info.ratio_source))
+        written = info.written_at
+        self.report(16.0)  # unchanged: not written again
+        self.assertEqual(written, overcommit.read(self.path).written_at)
+        self.assertEqual(16.0, self.agent.ratio)
+
+    def test_a_configured_ratio_is_named_as_such(self):
+        self.conf.set_override('cpu_allocation_ratio', 2.0)
+        self.report(2.0)
+        info = overcommit.read(self.path)
+        self.assertEqual((2.0, 'cpu_allocation_ratio'),
+                         (info.allocation_ratio, info.ratio_source))
+
+    def test_a_broken_tree_never_reaches_nova(self):
+        class Broken(FakeDriver):
+            def update_provider_tree(self, provider_tree, nodename,
+                                     allocations=None):
+                return 'nova result'
+        hookpoints.install(Broken, ['update_provider_tree'],
+                           agent.RATIO_HOOK)
+        self.assertEqual('nova result', Broken().update_provider_tree(
+            None, 'node1'))
+
+    def test_hook_reads_keyword_arguments_too(self):
+        tree = FakeTree()
+        tree.inventory = {'VCPU': {'allocation_ratio': 3.0}}
+        hook.AllocationRatioHook().post(None, object(), provider_tree=tree,
+                                        nodename='n')
+        self.assertEqual(3.0, self.agent._pending_ratio)
+
+
+class TestMigrationFilter(AgentTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.xml = NOVA_GUEST
+        self.module = types.ModuleType('fake_nova_migration')
+        self.module.get_updated_guest_xml = lambda *a, **k: self.xml
+
+    def test_strips_ours_keeps_nova_placed_and_never_fails(self):
+        self.assertTrue(migration.install(self.module))
+        self.assertTrue(migration.install(self.module))  # idempotent
+        out = self.module.get_updated_guest_xml('instance', 'guest', 'md')
+        self.assertNotIn('vcpupin', out)
+        self.assertIn('<shares>2048</shares>', out)
+        self.xml = NUMA
+        self.assertEqual(NUMA, self.module.get_updated_guest_xml())
+        self.xml = '<not xml'
+        self.assertEqual('<not xml', self.module.get_updated_guest_xml())
+        migration.uninstall(self.module)
+        self.xml = NOVA_GUEST
+        self.assertIn('vcpupin', self.module.get_updated_guest_xml())
+
+    def test_a_nova_without_the_function(self):
+        self.assertFalse(migration.install(types.ModuleType('empty')))

@@ -194,17 +194,32 @@ def make_plan(host, guests, options):
 
 def _place(host, managed, pool_by_node, options, ratio):
     """uuid -> (home node or None, source) for every managed guest."""
-    homes, unplaced = {}, []
+    homes, unplaced, by_pins = {}, [], []
     load = dict.fromkeys(pool_by_node, 0)
     mem_used = dict.fromkeys(pool_by_node, 0)
     for g in managed:
         node, source, cross = _home_from_facts(g, host, pool_by_node,
                                                options)
-        if node is not None or cross:
+        if source == 'pins':
+            by_pins.append((g, node))
+        elif node is not None or cross:
             homes[g.uuid] = (node, source)
             if node is not None:
                 load[node] += g.vcpu_count
                 mem_used[node] += g.memory_kib
+        else:
+            unplaced.append(g)
+    # A home read from pins alone is a previous pass's choice, not a fact
+    # about the guest: it is kept only while the node has room for it.
+    # Otherwise the pins would tip the node over, the host would go to
+    # host range, the pins would then say nothing, and the next pass would
+    # choose again: an oscillation between modes.
+    for g, node in sorted(by_pins, key=lambda gn: gn[0].uuid):
+        if load[node] + g.vcpu_count <= \
+                len(pool_by_node[node]) * ratio + EPSILON:
+            homes[g.uuid] = (node, 'pins')
+            load[node] += g.vcpu_count
+            mem_used[node] += g.memory_kib
         else:
             unplaced.append(g)
     for g in sorted(unplaced, key=lambda g: (-g.vcpu_count, g.uuid)):

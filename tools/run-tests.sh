@@ -16,11 +16,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 envs=("$@")
-[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional nova)
+[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional nova nova-functional)
 
 needs_host=0
 for e in "${envs[@]}"; do
-    case "$e" in functional|nova) needs_host=1 ;; esac
+    case "$e" in functional|nova|nova-functional) needs_host=1 ;; esac
 done
 if [ "$needs_host" = 1 ]; then
     tools/setup-host.sh

@@ -74,6 +74,10 @@ class Agent:
         self.last_result = None
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
+        # The node whose inventory sets the ratio: a libvirt nova-compute
+        # has one; the first to report is it (several only in tests that
+        # run many computes in one process).
+        self.node = None
         # (monotonic time, host, reason) of recent requests: diagnostics.
         self.requests = collections.deque(maxlen=1000)
 
@@ -82,9 +86,16 @@ class Agent:
         self.requests.append((time.monotonic(), host, reason))
         return self.coalescer.request(reason)
 
-    def note_allocation_ratio(self, ratio):
-        """nova reported this VCPU allocation ratio (on nova's thread:
-        only remembered here; the worker writes the file)."""
+    def note_allocation_ratio(self, ratio, node=None):
+        """nova reported this VCPU allocation ratio for ``node`` (on
+        nova's thread: only remembered here; the worker writes the
+        file)."""
+        if self.node is None:
+            self.node = node
+        elif node != self.node:
+            LOG.debug('nova-pinning-hooks: ratio of node %s ignored (this '
+                      'agent follows node %s)', node, self.node)
+            return False
         if ratio == self.ratio or ratio == self._pending_ratio:
             return False
         self._pending_ratio = ratio
@@ -223,12 +234,12 @@ def request_pass(reason, host=None):
     return agent.request(reason, host)
 
 
-def note_allocation_ratio(ratio):
+def note_allocation_ratio(ratio, node=None):
     """The VCPU allocation ratio nova just reported (see ``Agent``)."""
     agent = _AGENT
     if agent is None:
         return False
-    return agent.note_allocation_ratio(ratio)
+    return agent.note_allocation_ratio(ratio, node)
 
 
 def current():

@@ -46,7 +46,7 @@ class AllocationRatioHook:
             inventory = tree.data(node).inventory.get('VCPU') or {}
             ratio = inventory.get('allocation_ratio')
             if ratio is not None:
-                agent.note_allocation_ratio(ratio)
+                agent.note_allocation_ratio(ratio, node)
         except Exception:  # never into nova
             LOG.exception('nova-pinning-hooks: could not read the VCPU '
                           'allocation ratio from the provider tree')

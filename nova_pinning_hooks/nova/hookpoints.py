@@ -24,7 +24,7 @@ MARK = '_nova_pinning_hook'
 
 def install(cls, methods, hook_name):
     """Wrap ``methods`` of ``cls``; returns (wrapped, already, missing)."""
-    add_hook = hooks.nova_add_hook() or hooks.add_hook
+    nova_add_hook = hooks.nova_add_hook()
     wrapped, already, missing = [], [], []
     for name in methods:
         # Through the MRO: a method may be defined on a base class; the
@@ -37,7 +37,8 @@ def install(cls, methods, hook_name):
         if getattr(original, MARK, None) == hook_name:
             already.append(name)
             continue
-        new = add_hook(hook_name)(original)
+        new = (nova_add_hook(hook_name) if nova_add_hook else
+               hooks.add_hook(hook_name, function_name=name))(original)
         setattr(new, MARK, hook_name)
         setattr(cls, name, new)
         wrapped.append(name)

@@ -82,19 +82,24 @@ def current_function():
     return getattr(_CALL, 'name', None)
 
 
-def add_hook(name):
-    """Decorator: run the ``name`` hooks around the function."""
+def add_hook(name, function_name=None):
+    """Decorator: run the ``name`` hooks around the function.
+    ``function_name``: what ``current_function`` says while they run (the
+    attribute the function is hooked as; nova's decorators do not all
+    keep ``__name__``)."""
     def outer(func):
+        called = function_name or func.__name__
+
         @functools.wraps(func)
         def inner(*args, **kwargs):
             mgr = manager(name)
-            outer_name, _CALL.name = current_function(), func.__name__
+            outer_name, _CALL.name = current_function(), called
             try:
                 mgr.run_pre(name, args, kwargs)
             finally:
                 _CALL.name = outer_name
             rv = func(*args, **kwargs)
-            _CALL.name = func.__name__
+            _CALL.name = called
             try:
                 mgr.run_post(name, rv, args, kwargs)
             finally:

@@ -162,3 +162,32 @@ class TestCpusetProperties(testtools.TestCase):
     def test_round_trip(self, cpus):
         self.assertEqual(cpus, cpuset.parse(cpuset.format(cpus)))
 
+
+
+class TestFoundByHypothesis(testtools.TestCase):
+    """Examples the properties once failed on, kept as plain tests."""
+
+    def test_a_home_from_pins_that_overflows_its_node_is_chosen_again(self):
+        # g1's only home fact is its pin on node 1, where g0's memory
+        # already fills the pool: keeping that home tipped the host into
+        # host range, after which the pins said nothing and the next pass
+        # bound one-to-one: no fixed point.
+        T = topology
+        n0, n1 = (1, 4, 5, 8, 9, 12, 13), (2, 3, 6, 7, 10, 11, 14, 15)
+        cores = [(4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15)]
+        host = T.HostTopology(
+            nodes={0: T.Node(0, frozenset(n0), 1 << 24),
+                   1: T.Node(1, frozenset(n1), 1 << 24)},
+            node_of={**dict.fromkeys(n0, 0), **dict.fromkeys(n1, 1)},
+            core_of={c: frozenset(core) for core in cores for c in core})
+        G = guest_mod.Guest
+        guests = [G('0000', 'g0', True, tuple(range(8)), {}, None, None, {},
+                    None, None, 1 << 20, True, False, {1: 1024}),
+                  G('0001', 'g1', True, (0,), {0: frozenset({3})}, None,
+                    None, {}, None, None, 1 << 20, True, False, {})]
+        options = policy.Options(allocation_ratio=1.0)
+        p = plan(host, guests, options)
+        self.assertEqual({'dedicated'}, {gp.mode for gp in p.guests})
+        after = applied(guests, p)
+        self.assertEqual([], plan_mod.changes(plan(host, after, options),
+                                              after))

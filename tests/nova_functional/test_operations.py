@@ -1,0 +1,430 @@
+"""nova-pinning-hooks inside nova's own functional test framework.
+
+nova 34.0.0's ``nova.tests.functional.libvirt.base.ServersTestBase``: the
+real REST API, conductor, scheduler and two ComputeManagers with the
+libvirt driver in one process, nova's fake libvirt, placement from
+openstack-placement. One server goes through every API operation; for
+each the outcome (server status, host, migration status, faults) must be
+exactly the one in ``EXPECTED``, with the package switched off (the
+``Off`` class) and on (``On``), so the package changes no outcome.
+
+Switched on as an operator does (``[oslo_messaging_notifications] driver
+= nova_pinning``) except that nova's test fixtures replace the
+notification drivers, and our driver activates only inside the
+nova-compute program; so the test makes the call the driver makes,
+``agent.activate(CONF)``, documented in doc/source/nova.rst.
+
+Passes never reach the real host: the reconciler is replaced by a
+recorder (passes against nova's fake libvirt would test nothing of ours
+that tests/unit and tests/functional do not), and the agent runs its
+passes in process.
+
+With the package on, for each operation: which hosts asked for a pass
+and after which method (``PASSES``), the longest time the hook spent on
+nova's thread, the live migration's destination XML without our pins,
+and the overcommit file following a ratio change made through the
+placement API. The per-operation table is written to
+``$NPH_NOVA_TABLE`` when set (doc/source/nova.rst shows it).
+"""
+
+import json
+import os
+import time
+
+import fixtures
+from lxml import etree
+from nova import conf as nova_conf
+from nova.tests.functional import integrated_helpers
+from nova.tests.functional.libvirt import base
+
+from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import overcommit
+from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import hook
+from nova_pinning_hooks.nova import hooks
+from nova_pinning_hooks.nova import hookpoints
+from nova_pinning_hooks.nova import migration
+
+CONF = nova_conf.CONF
+A, B = 'compute1', 'compute2'
+
+# (operation, server status, host, latest migration status); a host of
+# None: wherever the scheduler put it.
+EXPECTED = [
+    ('create', 'ACTIVE', A, None),
+    ('stop', 'SHUTOFF', A, None),
+    ('start', 'ACTIVE', A, None),
+    ('soft reboot', 'ACTIVE', A, None),
+    ('hard reboot', 'ACTIVE', A, None),
+    ('rebuild', 'ACTIVE', A, None),
+    ('pause', 'PAUSED', A, None),
+    ('unpause', 'ACTIVE', A, None),
+    ('suspend', 'SUSPENDED', A, None),
+    ('resume', 'ACTIVE', A, None),
+    ('rescue', 'RESCUE', A, None),
+    ('unrescue', 'ACTIVE', A, None),
+    ('resize', 'VERIFY_RESIZE', B, 'finished'),
+    ('confirm resize', 'ACTIVE', B, 'confirmed'),
+    ('resize', 'VERIFY_RESIZE', A, 'finished'),
+    ('revert resize', 'ACTIVE', B, 'reverted'),
+    ('cold migrate', 'VERIFY_RESIZE', A, 'finished'),
+    ('confirm migration', 'ACTIVE', A, 'confirmed'),
+    ('shelve (offloaded)', 'SHELVED_OFFLOADED', None, 'confirmed'),
+    ('unshelve', 'ACTIVE', None, 'confirmed'),
+    # nova's fake libvirt leaves an evacuated server stopped (nova's own
+    # evacuate tests expect SHUTOFF too).
+    ('evacuate', 'SHUTOFF', None, 'done'),
+    ('restart evacuated host', 'SHUTOFF', None, 'completed'),
+    ('start after evacuate', 'ACTIVE', None, 'completed'),
+    ('live migrate', 'ACTIVE', None, 'completed'),
+    ('delete', 'DELETED', None, None),  # a deleted server lists none
+]
+
+# Which hooked ComputeManager methods asked for a pass after each
+# operation, on the host the server was on before it ("src") or after it
+# ("dst").
+PASSES = {
+    'create': {('dst', '_do_build_and_run_instance')},
+    'stop': {('src', 'stop_instance')},
+    'start': {('src', 'start_instance')},
+    'soft reboot': {('src', 'reboot_instance')},
+    'hard reboot': {('src', 'reboot_instance')},
+    'rebuild': {('src', 'rebuild_instance')},
+    'pause': {('src', 'pause_instance')},
+    'unpause': {('src', 'unpause_instance')},
+    'suspend': {('src', 'suspend_instance')},
+    'resume': {('src', 'resume_instance')},
+    'rescue': {('src', 'rescue_instance')},
+    'unrescue': {('src', 'unrescue_instance')},
+    'resize': {('src', 'resize_instance'), ('dst', 'finish_resize')},
+    'confirm resize': set(),
+    'revert resize': {('src', 'revert_resize'),
+                      ('dst', 'finish_revert_resize')},
+    'cold migrate': {('src', 'resize_instance'), ('dst', 'finish_resize')},
+    'confirm migration': set(),
+    # shelved_offload_time = 0: shelve_instance offloads itself (nova
+    # calls the private _shelve_offload_instance).
+    'shelve (offloaded)': {('src', 'shelve_instance')},
+    'unshelve': {('dst', 'unshelve_instance')},
+    # nova rebuilds on the destination, then stops it there.
+    'evacuate': {('dst', 'rebuild_instance'), ('dst', 'stop_instance')},
+    # init_host on the host the server was evacuated from ("other")
+    'restart evacuated host': {('other', 'init_host')},
+    'start after evacuate': {('src', 'start_instance')},
+    'live migrate': {('src', '_post_live_migration'),
+                     ('dst', 'post_live_migration_at_destination')},
+    'delete': {('src', 'terminate_instance')},
+}
+
+
+class Recorder:
+    """Stands in for the reconciler: counts passes, touches nothing."""
+
+    passes = 0
+
+    def __init__(self, conf, connect=None):
+        pass
+
+    def run_pass(self, **kwargs):
+        Recorder.passes += 1
+
+    def close(self):
+        pass
+
+
+class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
+                         integrated_helpers.InstanceHelperMixin):
+    microversion = 'latest'
+    ADMIN_API = True
+    ACTIVE = False
+
+    def setUp(self):
+        super().setUp()
+        self.flags(shelved_offload_time=0)
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.LibvirtDriver.migrate_disk_and_power_off',
+            return_value='{}'))
+        # Cold migration and resize between the two fake hosts need no
+        # shared storage checks.
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.LibvirtDriver._is_path_shared_with',
+            return_value=False))
+        # Rescue writes unrescue.xml into the instance directory, as
+        # nova's own rescue functional tests arrange.
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.imagebackend._update_utime_ignore_eacces'))
+        # (_create_image, mocked by nova's base, would have made the
+        # instance directory.)
+        from nova.virt.libvirt import driver as libvirt_driver
+        from nova.virt.libvirt import utils as libvirt_utils
+        rescue = libvirt_driver.LibvirtDriver.rescue
+
+        def rescue_with_dir(drv, context, instance, *args, **kwargs):
+            os.makedirs(libvirt_utils.get_instance_path(instance),
+                        exist_ok=True)
+            return rescue(drv, context, instance, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.rescue',
+            rescue_with_dir))
+        if self.ACTIVE:
+            self._switch_on()
+        self.start_compute(hostname=A)
+        self.start_compute(hostname=B)
+        self.flavors = self.api.get_flavors()
+
+    def _switch_on(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.oc_path = os.path.join(tmp, 'nova', 'overcommit.json')
+        conf_mod.register_opts(CONF)
+        self.flags(group='nova_pinning', overcommit_file=self.oc_path,
+                   lock_path=tmp, coalesce_delay=0, periodic_interval=0)
+        self.flags(driver=['nova_pinning'],
+                   group='oslo_messaging_notifications')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.agent.eventlet_patched', lambda: False))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.reconciler.Reconciler', Recorder))
+        self.hook_seconds = []
+        post = hook.BindNumaAffinityHook.post
+
+        def timed_post(hook_self, rv, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return post(hook_self, rv, *args, **kwargs)
+            finally:
+                self.hook_seconds.append(time.perf_counter() - start)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.hook.BindNumaAffinityHook.post',
+            timed_post))
+        # What the notification driver's __init__ calls in nova-compute.
+        self.agent = agent.activate(CONF)
+        self.assertIsNotNone(self.agent)
+        self.addCleanup(self._switch_off)
+
+    def _switch_off(self):
+        agent.deactivate()
+        from nova.compute import manager
+        from nova.virt.libvirt import driver
+        hookpoints.uninstall(manager.ComputeManager, 'bind_numa_affinity')
+        hookpoints.uninstall(driver.LibvirtDriver, agent.RATIO_HOOK)
+        migration.uninstall()
+        hooks.reset()
+
+    # -- the migrate stub: nova's, recording the destination XML --------
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        self.destination_xml = params['destination_xml']
+        dest = self.computes[self.migrate_to]
+        src = self.computes[self.migrate_from]
+        dest.driver._host.get_connection().createXML(
+            params['destination_xml'], 'flags do not matter')
+        uuid = etree.fromstring(params['destination_xml']).find('uuid').text
+        src.driver._host.get_connection().lookupByUUIDString(
+            uuid).complete_job()
+
+    # -- the sequence ----------------------------------------------------
+
+    def host_of(self, server):
+        return server.get('OS-EXT-SRV-ATTR:host')
+
+    def outcome(self, label, server):
+        migrations = [m for m in self.api.get_migrations()
+                      if m['instance_uuid'] == server.get('id')]
+        latest = max(migrations, key=lambda m: m['id'])['status'] \
+            if migrations else None
+        return (label, server['status'], self.host_of(server), latest,
+                'fault' in server)
+
+    def pin_on_source(self, server):
+        """Put pins into the source guest's live XML as a pass of ours
+        would (pinVcpuFlags/pinEmulator with AFFECT_LIVE)."""
+        conn = self.computes[self.host_of(server)].driver._host \
+            .get_connection()
+        dom = conn.lookupByUUIDString(server['id'])
+        dom._def['cpu_pins'] = {'0': '7'}
+        dom._def['emulator_pin'] = '7'
+        self.assertIn('vcpupin', dom.XMLDesc(0))
+
+    def run_sequence(self):
+        """Every operation once; returns (outcomes, pass requests as
+        (label, src host, dst host, {(host, method)}))."""
+        results, requests = [], []
+        small, big = self.flavors[0]['id'], self.flavors[1]['id']
+        state = {'server': None}
+
+        def step(label, action):
+            before = len(self.agent.requests) if self.ACTIVE else 0
+            old = state['server']
+            src = self.host_of(self._show_server(old)) if old else None
+            server = action()
+            if server is None:
+                server = dict(old, status='DELETED')
+            else:
+                server = self._show_server(server) or server
+                state['server'] = server
+            results.append(self.outcome(label, server))
+            if self.ACTIVE:
+                self._settle()
+                requests.append((label, src, self.host_of(server), {
+                    (host, reason) for _, host, reason in
+                    list(self.agent.requests)[before:]
+                    if reason != 'settle'}))
+            return server
+
+        server = step('create', lambda: self._create_server(
+            flavor_id=small, host=A, networks='none'))
+        step('stop', lambda: self._stop_server(server))
+        step('start', lambda: self._start_server(server))
+        step('soft reboot', lambda: self._reboot_server(server))
+        step('hard reboot', lambda: self._reboot_server(server, hard=True))
+        step('rebuild', lambda: self._rebuild_server(
+            server, server['image']['id']))
+        step('pause', lambda: self._pause_server(server))
+        step('unpause', lambda: self._unpause_server(server))
+        step('suspend', lambda: self._suspend_server(server))
+        step('resume', lambda: self._resume_server(server))
+        step('rescue', lambda: self._rescue_server(server))
+        step('unrescue', lambda: self._unrescue_server(server))
+        step('resize', lambda: self._resize_server(server, big))
+        step('confirm resize', lambda: self._confirm_resize(server))
+        step('resize', lambda: self._resize_server(server, small))
+        step('revert resize', lambda: self._revert_resize(server))
+        step('cold migrate', lambda: self._migrate_server(server))
+        step('confirm migration', lambda: self._confirm_resize(server))
+        step('shelve (offloaded)', lambda: self._shelve_server(server))
+        server = step('unshelve', lambda: self._unshelve_server(server))
+        down = self.host_of(server)
+        self.other = down
+        self.computes[down].stop()
+        service = self.api.get_services(host=down,
+                                        binary='nova-compute')[0]
+        self.api.put_service(service['id'], {'forced_down': True})
+        server = step('evacuate', lambda: self._evacuate_server(server))
+
+        def restart():
+            # As an operator does: the host comes back (nova-compute
+            # cleans up the evacuated guest), then is forced up.
+            self.restart_compute_service(down)
+            self.api.put_service(service['id'], {'forced_down': False})
+            return server
+        server = step('restart evacuated host', restart)
+        server = step('start after evacuate',
+                      lambda: self._start_server(server))
+        self.migrate_from, self.migrate_to = self.host_of(server), down
+        if self.ACTIVE:
+            self.pin_on_source(server)
+        server = step('live migrate', lambda: self._live_migrate(
+            server, host=self.migrate_to))
+        step('delete', lambda: self._delete_server(server))
+        return results, requests
+
+    def _pause_server(self, server):
+        self.api.post_server_action(server['id'], {'pause': {}})
+        return self._wait_for_state_change(server, 'PAUSED')
+
+    def _unpause_server(self, server):
+        self.api.post_server_action(server['id'], {'unpause': {}})
+        return self._wait_for_state_change(server, 'ACTIVE')
+
+    def _settle(self):
+        """Every queued request served (the worker is ours, not nova's)."""
+        self.assertTrue(self.agent.coalescer.request('settle', wait=True,
+                                                     timeout=30))
+
+    def check_outcomes(self, results):
+        got = [(label, status, host, mig) for label, status, host, mig, _
+               in results]
+        expected = [(label, status, g[2] if host is None else host, mig)
+                    for (label, status, host, mig), g in zip(EXPECTED, got)]
+        self.assertEqual(expected, got)
+        self.assertEqual([], [r[0] for r in results if r[4]])  # no faults
+        by_label = {r[0]: r for r in results}
+        # Evacuated away from the host it was unshelved on, and live
+        # migrated back there once that host was up again.
+        self.assertNotEqual(by_label['evacuate'][2],
+                            by_label['unshelve'][2])
+        self.assertEqual(by_label['live migrate'][2],
+                         by_label['unshelve'][2])
+
+
+class TestOperationsOff(OperationsTestBase):
+    """The outcomes without the package: the reference."""
+
+    def test_every_operation(self):
+        results, _ = self.run_sequence()
+        self.check_outcomes(results)
+
+
+class TestOperationsOn(OperationsTestBase):
+    """The same outcomes with the package on, and what it did."""
+
+    ACTIVE = True
+
+    def test_every_operation(self):
+        results, requests = self.run_sequence()
+        self.check_outcomes(results)
+
+        # Pass requests per operation, by host and method.
+        seen, expected = [], []
+        for label, src, dst, got in requests:
+            seen.append((label, sorted(got)))
+            roles = {'src': src, 'dst': dst, 'other': self.other}
+            expected.append((label, sorted(
+                (roles[role], method) for role, method in PASSES[label])))
+        self.write_table(requests)
+        self.assertEqual(expected, seen)
+
+        # On nova's thread the hook only queues.
+        self.assertTrue(self.hook_seconds)
+        self.assertLess(max(self.hook_seconds), 0.05)
+
+        # The live migration's destination XML carries none of our pins
+        # (the source had vcpupin and emulatorpin), nova's edits stay.
+        dest = etree.fromstring(self.destination_xml)
+        self.assertIsNone(dest.find('cputune/vcpupin'))
+        self.assertIsNone(dest.find('cputune/emulatorpin'))
+        self.assertEqual(self.destination_xml.count('<disk'),
+                         self.destination_xml.count('<disk'))
+
+    def write_table(self, requests):
+        path = os.environ.get('NPH_NOVA_TABLE')
+        if not path:
+            return
+        rows = [{'operation': label, 'source': src, 'destination': dst,
+                 'requests': sorted(got)}
+                for label, src, dst, got in requests]
+        with open(path, 'w') as f:
+            json.dump({'hook_seconds_max': max(self.hook_seconds),
+                       'operations': rows}, f, indent=1)
+
+
+class TestPlacementRatio(OperationsTestBase):
+    """The overcommit file follows a ratio change made in placement."""
+
+    ACTIVE = True
+
+    def test_ratio_set_through_the_placement_api(self):
+        self._settle()
+        info = overcommit.read(self.oc_path)
+        self.assertEqual(CONF.initial_cpu_allocation_ratio,
+                         info.allocation_ratio)
+        rp = self.compute_rp_uuids[A]
+        inv = self.placement.get(
+            '/resource_providers/%s/inventories' % rp).body
+        vcpu = dict(inv['inventories']['VCPU'], allocation_ratio=16.0)
+        resp = self.placement.put(
+            '/resource_providers/%s/inventories/VCPU' % rp,
+            dict(vcpu, resource_provider_generation=inv[
+                'resource_provider_generation']))
+        self.assertEqual(200, resp.status, resp.body)
+        # nova's periodic resource update refreshes its provider tree from
+        # placement once the cached associations are older than
+        # [compute] resource_provider_association_refresh (300 s by
+        # default; 1 s here), then reports the inventory again.
+        self.flags(resource_provider_association_refresh=1, group='compute')
+        time.sleep(1.2)
+        self._run_periodics()
+        self._settle()
+        info = overcommit.read(self.oc_path)
+        self.assertEqual((16.0, 'placement'),
+                         (info.allocation_ratio, info.ratio_source))

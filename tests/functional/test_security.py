@@ -79,11 +79,7 @@ class SecurityTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        missing = _missing()
-        if missing:
-            if os.environ.get('NPH_FUNCTIONAL_REQUIRED') == '1':
-                self.fail('functional prerequisites missing: %s' % missing)
-            self.skipTest(missing)
+        base.require(self, _missing())
         # A tree nobody can traverse (a TempDir is 0700).
         self.top = tempfile.mkdtemp(prefix='nph-sec-')
         self.addCleanup(subprocess.run, ['rm', '-rf', self.top])

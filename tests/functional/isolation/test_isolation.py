@@ -76,11 +76,7 @@ class IsolationTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        missing = _missing()
-        if missing:
-            if os.environ.get('NPH_FUNCTIONAL_REQUIRED') == '1':
-                self.fail('functional prerequisites missing: %s' % missing)
-            self.skipTest(missing)
+        base.require(self, _missing())
         for root in (CPUSET, MEMORY):
             _empty_group(root)
         self.all_cpus = config.online_cpus()

@@ -108,11 +108,7 @@ class RealSystemdTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        missing = _missing()
-        if missing:
-            if os.environ.get('NPH_FUNCTIONAL_REQUIRED') == '1':
-                self.fail('functional prerequisites missing: %s' % missing)
-            self.skipTest(missing)
+        base.require(self, _missing())
         build = subprocess.run([os.path.join(TOP, 'tools',
                                              'systemd-rootfs.sh')],
                                capture_output=True, text=True, timeout=1200,

@@ -12,13 +12,14 @@ Invariants:
   bytes (a larger file is refused, never read whole).
 * Writing (``write_atomic``): the directory is reached by ``open_dir``,
   one component at a time with ``O_NOFOLLOW | O_DIRECTORY`` from ``/``;
-  every component must be owned by root or by this user and writable by
-  nobody else (a world-writable directory counts only with the sticky bit
-  and a root owner, as ``/tmp``). Then everything happens relative to
-  that directory's descriptor: the temporary file is created with
-  ``O_CREAT | O_EXCL | O_NOFOLLOW``, given its mode with ``fchmod`` on the
-  descriptor (never by path, never through the umask), fsync'd, renamed
-  over the old file and the directory fsync'd. So a less-privileged user
+  for root, every component must be owned by root and writable by nobody
+  else (a world-writable directory counts only with the sticky bit, as
+  ``/tmp``); other users write wherever the kernel lets them. Then
+  everything happens relative to that directory's descriptor: the
+  temporary file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, given
+  its mode with ``fchmod`` on the descriptor (never by path, never
+  through the umask), fsync'd, renamed over the old file and the
+  directory fsync'd. So a less-privileged user
   can neither redirect a write nor make root change another file.
 * Directories this module creates get their mode by ``fchmod`` too: the
   umask never makes anything group- or world-writable.
@@ -47,7 +48,12 @@ def _error(path, why, err=errno.EPERM):
 
 def _trusted(st, uid):
     """A directory only root or ``uid`` can change (sticky root-owned
-    world-writable directories such as /tmp included)."""
+    world-writable directories such as /tmp included). The rule protects
+    root: a less-privileged writer (nova-compute) writes wherever the
+    kernel lets it, such as a node_exporter textfile directory its group
+    may write, since nobody can make it act beyond its own rights."""
+    if uid != 0:
+        return True
     if st.st_uid not in (0, uid):
         return False
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):

@@ -9,8 +9,8 @@ Invariants:
 
 * Reads: one capabilities call per connection (cached), one listing of
   the active domains and one ``XMLDesc`` per domain per pass. The memory
-  placement of a guest comes from its qemu process (``numa_maps``), not
-  from libvirt.
+  placement of a guest comes from its qemu process's memory cgroup
+  (``memplace``; ``numa_maps`` only as the fallback), not from libvirt.
 * Writes: one call per change, with ``VIR_DOMAIN_AFFECT_LIVE`` only; the
   persistent definition is never touched, so nova's own view of the
   domain stays what nova wrote.
@@ -41,6 +41,7 @@ import libvirt
 from oslo_log import log as logging
 
 from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import memplace
 from nova_pinning_hooks import qemuproc
 from nova_pinning_hooks import timedcall
 
@@ -251,7 +252,9 @@ class Host:
 
     def _memory_from_proc(self, name):
         pid = qemu_pid(name, self.run_dir)
-        return read_memory_by_node(pid) if pid else {}
+        if not pid:
+            return {}
+        return memplace.memory_by_node(pid, fallback=read_memory_by_node)
 
     def _affinity(self, name):
         pid = qemu_pid(name, self.run_dir)

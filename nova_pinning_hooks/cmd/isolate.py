@@ -118,18 +118,12 @@ def main(argv=None):
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers))
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
-        conf(argv, project='nova-pinning-hooks', prog=PROG)
-        if conf.command.name in ('apply', 'watch'):
-            # undo and status must work even when the configuration has
-            # gone bad: they act on the state file.
-            common.validate_options(conf)
+        common.parse(conf, argv, 'nova-pinning-hooks', PROG)
+        common.validate_options(conf)
     except common.UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    except (cfg.Error, ValueError) as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
-    logging.setup(conf, PROG)
+    common.setup_logging(conf, PROG)
     try:
         sys.stdout.write(COMMANDS[conf.command.name](conf))
     except config.ConfigError as exc:

@@ -7,8 +7,11 @@
 
 Exit status: 0 done; 1 failed (cgroupfs or systemctl refused, another
 agent holds the lock, undo incomplete); 2 configuration refused (one
-message on stderr, nothing changed). ``undo`` and ``status`` work without
-a valid configuration: they read the state file.
+message on stderr, nothing changed). ``undo`` and ``status`` work when
+the isolation settings are refused (``reserved_cpus`` unset, say): they
+read the state file. A configuration file with a value of the wrong type
+or out of bounds is refused by every sub-command (exit 2), as by
+``nova-pinning``.
 """
 
 import json

@@ -119,6 +119,7 @@ def parse(conf, argv, project, prog):
     except (OSError, ValueError) as exc:  # UnicodeDecodeError too
         raise UsageError('cannot read the configuration: %s'
                          % _first_line(exc)) from None
+    sys.stderr.write(captured.getvalue())  # warnings, if any
 
 
 def _first_line(exc):

@@ -135,6 +135,9 @@ def main(argv=None):
     except (BackendError, state.StateError, OSError) as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write('%s: error: interrupted\n' % PROG)
+        return 130
     except Exception as exc:
         return common.report_unexpected(PROG, conf, exc)
     return 0

@@ -136,6 +136,9 @@ def main(argv=None):
     except common.CommandFailed as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write('%s: error: interrupted\n' % PROG)
+        return 130
     except Exception as exc:
         return common.report_unexpected(PROG, conf, exc)
     status, message = 0, None

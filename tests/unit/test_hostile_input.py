@@ -267,6 +267,19 @@ class TestLogRecords(LiveCliTestCase):
         self.assertIn('Traceback', err)
 
 
+class TestInterrupted(LiveCliTestCase):
+
+    def test_ctrl_c_is_one_line_without_traceback(self):
+        def interrupt(*args, **kwargs):
+            raise KeyboardInterrupt
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.render.plan_table', interrupt))
+        code, out, err = self.run_cli('status')
+        self.assertEqual((130, ''), (code, out))
+        self.assertEqual(['nova-pinning: error: interrupted'],
+                         err.strip().splitlines())
+
+
 class TestBoundedCost(testtools.TestCase):
     """Hostile sizes cost bounded memory and time: each runs in a child
     process limited to 1 GiB of address space."""

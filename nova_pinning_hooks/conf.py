@@ -8,14 +8,77 @@ configuration object, they cannot collide with nova's:
 
 Nothing here reads a file or touches the host; ``register_opts`` is
 idempotent so both the CLI and the nova plugin can call it.
+
+Values are typed strictly: integers and floats in ASCII digits only
+(``int`` and ``float`` alone also take ``'٣'``), floats finite (not
+``inf`` or ``nan``), every number bounded so that sleeps, waits and
+products stay representable. oslo.config checks a value only when it
+is first read: the commands read them all before doing anything
+(``cmd.common.validate_options``).
 """
 
+import math
+import re
+
 from oslo_config import cfg
+from oslo_config import types
+
+from nova_pinning_hooks import policy
 
 PINNING_GROUP = 'nova_pinning'
 ISOLATION_GROUP = 'nova_pinning_isolation'
 
 DEFAULT_STATE_DIR = '/var/lib/nova-pinning-hooks'
+
+# Seconds: a day bounds every wait, delay and interval, far below what
+# time.sleep and Event.wait can represent.
+MAX_SECONDS = 86400
+MAX_PID = 4194304  # the kernel's PID_MAX_LIMIT
+
+_INTEGER = re.compile(r'[+-]?[0-9]{1,20}', re.ASCII)
+_FLOAT = re.compile(r'[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})'
+                    r'([eE][+-]?[0-9]{1,3})?', re.ASCII)
+
+
+class StrictInteger(types.Integer):
+    """An integer in ASCII digits."""
+
+    def __call__(self, value):
+        if isinstance(value, str) and value.strip() and \
+                _INTEGER.fullmatch(value.strip()) is None:
+            raise ValueError('%.40r is not an integer' % value)
+        return super().__call__(value)
+
+
+class FiniteFloat(types.Float):
+    """A finite number in ASCII digits: not ``inf``, ``nan`` or ``'٣'``."""
+
+    def __call__(self, value):
+        if isinstance(value, str) and value.strip() and (
+                _FLOAT.fullmatch(value.strip()) is None or
+                not math.isfinite(float(value))):
+            raise ValueError('%.40r is not a finite number' % value)
+        result = super().__call__(value)
+        if result is not None and not math.isfinite(result):
+            raise ValueError('%r is not a finite number' % result)
+        return result
+
+
+class IntOpt(cfg.IntOpt):
+    """``cfg.IntOpt`` typed ``StrictInteger``."""
+
+    def __init__(self, name, min=None, max=None, **kwargs):  # noqa: A002
+        cfg.Opt.__init__(self, name, type=StrictInteger(min=min, max=max),
+                         **kwargs)
+
+
+class FloatOpt(cfg.FloatOpt):
+    """``cfg.FloatOpt`` typed ``FiniteFloat``."""
+
+    def __init__(self, name, min=None, max=None, **kwargs):  # noqa: A002
+        cfg.Opt.__init__(self, name, type=FiniteFloat(min=min, max=max),
+                         **kwargs)
+
 
 pinning_group = cfg.OptGroup(
     PINNING_GROUP, title='vCPU binding',
@@ -47,31 +110,32 @@ pinning_opts = [
                     'belongs to the nova user (nova-compute writes it); '
                     'root only reads it, as a regular file of at most '
                     '1 MiB, never through a link.'),
-    cfg.FloatOpt('allocation_ratio', min=0.0,
-                 help='Use this CPU allocation ratio instead of the one in '
-                      'overcommit_file (for hosts without the nova plugin, '
-                      'and for tests). Must be > 0.'),
+    FloatOpt('allocation_ratio', min=0.0, max=policy.MAX_RATIO,
+             help='Use this CPU allocation ratio instead of the one in '
+                  'overcommit_file (for hosts without the nova plugin, '
+                  'and for tests). Must be > 0.'),
     cfg.StrOpt('lock_path', default=DEFAULT_STATE_DIR,
                help='Directory whose flock serialises rebinding passes on '
                     'this host (nova-compute\'s and root\'s alike). '
                     'Nothing is created in it; both users need only to '
                     'open it for reading. Made (root:root 0755) when '
                     'missing and this process may.'),
-    cfg.FloatOpt('lock_timeout', default=150.0, min=0.0,
-                 help='Seconds a pass waits for another pass to finish '
-                      'before giving up with an error. Longer than '
-                      'pass_timeout, so a waiter outlasts a holder that '
-                      'runs to its deadline.'),
-    cfg.FloatOpt('pass_timeout', default=120.0, min=1.0,
-                 help='Seconds a pass may take, from taking the lock to '
-                      'its last libvirt call; a pass that would overrun '
-                      'ends with an error, its remaining writes skipped, '
-                      'and releases the lock.'),
-    cfg.FloatOpt('libvirt_call_timeout', default=30.0, min=0.1,
-                 help='Seconds one libvirt call may take (a hung libvirtd '
-                      'answers none); the pass then ends with an error '
-                      'and the connection is abandoned and reopened by '
-                      'the next pass.'),
+    FloatOpt('lock_timeout', default=150.0, min=0.0, max=MAX_SECONDS,
+             help='Seconds a pass waits for another pass to finish '
+                  'before giving up with an error. Longer than '
+                  'pass_timeout, so a waiter outlasts a holder that '
+                  'runs to its deadline.'),
+    FloatOpt('pass_timeout', default=120.0, min=1.0, max=MAX_SECONDS,
+             help='Seconds a pass may take, from taking the lock to '
+                  'its last libvirt call; a pass that would overrun '
+                  'ends with an error, its remaining writes skipped, '
+                  'and releases the lock.'),
+    FloatOpt('libvirt_call_timeout', default=30.0, min=0.1,
+             max=MAX_SECONDS,
+             help='Seconds one libvirt call may take (a hung libvirtd '
+                  'answers none); the pass then ends with an error '
+                  'and the connection is abandoned and reopened by '
+                  'the next pass.'),
     cfg.BoolOpt('kernel_affinity', default=True,
                 help='Also read each vCPU thread\'s CPU affinity from the '
                      'kernel (/proc) and repair pins that were changed '
@@ -90,23 +154,23 @@ pinning_opts = [
                      'policy through libvirt (strict nodeset). Off: only '
                      'vCPUs are pinned; the kernel then tends to allocate '
                      'new memory near them.'),
-    cfg.FloatOpt('home_node_min_fraction', default=0.9, min=0.5, max=1.0,
-                 help='A guest whose memory lies on one NUMA node for at '
-                      'least this fraction has that node as its home '
-                      'node; otherwise it is a cross-node guest.'),
-    cfg.IntOpt('busy_retries', default=3, min=0,
-               help='How many times a pin call is retried when libvirt '
-                    'says the domain is busy in another job.'),
-    cfg.FloatOpt('busy_retry_delay', default=0.5, min=0.0,
-                 help='Seconds between those retries.'),
-    cfg.FloatOpt('coalesce_delay', default=0.2, min=0.0,
-                 help='Seconds a pass waits after the first request so '
-                      'that a burst of requests (parallel boots) is '
-                      'served by one pass.'),
-    cfg.IntOpt('periodic_interval', default=60, min=0,
-               help='Seconds between safety-net passes inside '
-                    'nova-compute, catching changes no hook saw. 0 turns '
-                    'them off.'),
+    FloatOpt('home_node_min_fraction', default=0.9, min=0.5, max=1.0,
+             help='A guest whose memory lies on one NUMA node for at '
+                  'least this fraction has that node as its home '
+                  'node; otherwise it is a cross-node guest.'),
+    IntOpt('busy_retries', default=3, min=0, max=100,
+           help='How many times a pin call is retried when libvirt '
+                'says the domain is busy in another job.'),
+    FloatOpt('busy_retry_delay', default=0.5, min=0.0, max=60.0,
+             help='Seconds between those retries.'),
+    FloatOpt('coalesce_delay', default=0.2, min=0.0, max=60.0,
+             help='Seconds a pass waits after the first request so '
+                  'that a burst of requests (parallel boots) is '
+                  'served by one pass.'),
+    IntOpt('periodic_interval', default=60, min=0, max=MAX_SECONDS,
+           help='Seconds between safety-net passes inside '
+                'nova-compute, catching changes no hook saw. 0 turns '
+                'them off.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),
@@ -150,11 +214,11 @@ isolation_opts = [
     cfg.StrOpt('group_name', default='nova-pinning-host',
                help='Name of the cgroup v1 group that holds host '
                     'processes.'),
-    cfg.IntOpt('memory_limit_mib', min=0,
-               help='cgroup v1 only: memory limit of the host group in '
-                    'MiB (at least 256, below the host\'s memory). It '
-                    'applies to memory allocated after a process is '
-                    'moved. Unset: no limit.'),
+    IntOpt('memory_limit_mib', min=0, max=1 << 40,
+           help='cgroup v1 only: memory limit of the host group in '
+                'MiB (at least 256, below the host\'s memory). It '
+                'applies to memory allocated after a process is '
+                'moved. Unset: no limit.'),
     cfg.StrOpt('memory_nodes',
                help='NUMA nodes host processes allocate memory from '
                     '(node set syntax, for example "0"): cpuset.mems of '
@@ -173,10 +237,10 @@ isolation_opts = [
                      'files (*.pid, there and one directory down, such as '
                      '/run/libvirt/libvirtd.pid), to follow daemon '
                      'restarts.'),
-    cfg.IntOpt('sweep_interval', default=30, min=1,
-               help='Seconds between sweeps of /proc that catch processes '
-                    'keeping no pid file (with systemd: between checks '
-                    'that the slices are still confined).'),
+    IntOpt('sweep_interval', default=30, min=1, max=MAX_SECONDS,
+           help='Seconds between sweeps of /proc that catch processes '
+                'keeping no pid file (with systemd: between checks '
+                'that the slices are still confined).'),
     cfg.ListOpt('slices', default=['system.slice', 'user.slice',
                                    'init.scope'],
                 help='systemd units confined with AllowedCPUs=; '
@@ -189,9 +253,9 @@ isolation_opts = [
                      'processes that another tool placed in a group of '
                      'its own (containers, other agents, service '
                      'managers) where they are.'),
-    cfg.IntOpt('only_descendants_of', min=2,
-               help='Confine only the descendants of this pid, not every '
-                    'host process: for trials and tests.'),
+    IntOpt('only_descendants_of', min=2, max=MAX_PID,
+           help='Confine only the descendants of this pid, not every '
+                'host process: for trials and tests.'),
     cfg.StrOpt('state_file', default=DEFAULT_STATE_DIR + '/isolation.json',
                help='Where the agent records what it changed, so that '
                     '"undo" can restore it.'),

@@ -86,8 +86,20 @@ def _expand(intervals, limit=MAX_CPU_ID):
     return cpus
 
 
+def _count(intervals, limit):
+    """How many CPUs ``_expand`` would return, without expanding."""
+    total, end = 0, -1
+    for first, last in sorted(intervals):
+        last = min(last, limit)
+        if last <= end:
+            continue
+        total += last - max(first, end + 1) + 1
+        end = last
+    return total
+
+
 @functools.lru_cache(maxsize=4096)
-def parse(text, allow_empty=False, limit=None):
+def parse(text, allow_empty=False, limit=None, max_count=None):
     """Parse libvirt CPU set syntax into a frozenset of CPU ids.
 
     ``0-3,^2,8`` gives ``{0, 1, 3, 8}``. Exclusions (``^N`` or ``^N-M``)
@@ -98,6 +110,8 @@ def parse(text, allow_empty=False, limit=None):
     ``limit``: the highest CPU id the host has; CPUs above it are left
     out of the result (a set naming only such CPUs comes out empty, not
     an error), so that a set costs at most the host's size in memory.
+    ``max_count``: a text naming more CPUs than this (up to ``limit``,
+    before exclusions) is an error, found before any set is built.
     """
     if not isinstance(text, str):
         raise CpusetError('CPU set must be a string, not %r' % (text,))
@@ -116,6 +130,9 @@ def parse(text, allow_empty=False, limit=None):
             else:
                 include.append(_parse_range(part, text))
     top = MAX_CPU_ID if limit is None else limit
+    if max_count is not None and _count(include, top) > max_count:
+        raise CpusetError('CPU set %.64r names more than %d CPUs'
+                          % (text, max_count))
     result = frozenset(_expand(include, top)).difference(
         _expand(exclude, top))
     if not result and limit is not None and include:

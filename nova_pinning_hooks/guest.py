@@ -92,7 +92,7 @@ class Guest(typing.NamedTuple):
 
     @classmethod
     def from_xml(cls, xml_text, active=True, memory_by_node_kib=None,
-                 from_libvirt=False, max_cpu=None):
+                 from_libvirt=False, max_cpu=None, max_node=None):
         if not isinstance(xml_text, str):
             raise GuestError('domain XML must be text')
         try:
@@ -104,16 +104,19 @@ class Guest(typing.NamedTuple):
             except ET.ParseError as exc:
                 raise GuestError('domain XML is malformed: %s'
                                  % exc) from None
-        return cls.from_element(root, active, memory_by_node_kib, max_cpu)
+        return cls.from_element(root, active, memory_by_node_kib, max_cpu,
+                                max_node)
 
     @classmethod
     def from_element(cls, root, active=True, memory_by_node_kib=None,
-                     max_cpu=None):
+                     max_cpu=None, max_node=None):
         """From a parsed ``<domain>`` element (see ``parse_many``).
 
         ``max_cpu``: the host's highest CPU id. Pins are read only up to
         it (a pin naming only CPUs the host lacks reads as unpinned, so a
-        pass re-pins it), which bounds what a hostile pin costs."""
+        pass re-pins it), which bounds what a hostile pin costs.
+        ``max_node``: the host's highest NUMA node id, the same for the
+        memory node set."""
         if root.tag != 'domain':
             raise GuestError('expected <domain>, got <%s>' % root.tag)
         # One pass over the top-level children: ElementPath lookups cost
@@ -126,7 +129,8 @@ class Guest(typing.NamedTuple):
         if not name or not uuid:
             raise GuestError('domain XML without <name> or <uuid>')
         try:
-            return cls(uuid, name, bool(active), *_parse_body(top, max_cpu),
+            return cls(uuid, name, bool(active),
+                       *_parse_body(top, max_cpu, max_node),
                        _memory_map(memory_by_node_kib))
         except (cpuset.CpusetError, ValueError) as exc:
             raise GuestError('domain %s: %s' % (name, exc)) from None
@@ -162,7 +166,7 @@ def _pin(text, max_cpu):
     return cpuset.parse(text, limit=max_cpu) or None
 
 
-def _parse_body(top, max_cpu=None):
+def _parse_body(top, max_cpu=None, max_node=None):
     """Guest fields ``vcpus`` .. ``nova_placed``, in field order."""
     vcpu = top.get('vcpu')
     if vcpu is None:
@@ -199,7 +203,11 @@ def _parse_body(top, max_cpu=None):
     if mem is not None:
         numa_mode = mem.get('mode', 'strict')
         if mem.get('nodeset'):
-            numa_nodeset = cpuset.parse(mem.get('nodeset'))
+            # Read only up to the host's highest node (without a host,
+            # Linux's): nodes it lacks read as no node set.
+            numa_nodeset = cpuset.parse(
+                mem.get('nodeset'), limit=topology.MAX_NODE_ID
+                if max_node is None else max_node) or None
     memory = top.get('memory')
     memory_kib = 0
     if memory is not None:
@@ -246,7 +254,7 @@ def _memory_map(raw):
         if isinstance(node, int) and not isinstance(node, bool):
             node = str(node)
         node_id = cpuset.parse_uint(node, 'memory_by_node_kib node',
-                                    cpuset.MAX_CPU_ID)
+                                    topology.MAX_NODE_ID)
         if isinstance(kib, bool) or not isinstance(kib, int) or \
                 not 0 <= kib <= topology.MAX_MEMORY:
             raise GuestError('memory_by_node_kib: %.32r is not a KiB '

@@ -20,11 +20,11 @@ Invariants:
 """
 
 import datetime
-import math
 import socket
 import typing
 
 from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import policy
 from nova_pinning_hooks import statefile
 
 VERSION = 1
@@ -116,14 +116,15 @@ def _check(content, path):
     if not isinstance(content, dict):
         raise OvercommitError('overcommit file %s is corrupt: not a JSON '
                               'object' % path)
-    if content.get('version') != VERSION:
-        raise OvercommitError('overcommit file %s has unknown version %r'
-                              % (path, content.get('version')))
+    version = content.get('version')
+    if type(version) is not int or version != VERSION:  # not true, 1.0
+        raise OvercommitError('overcommit file %s has unknown version %.32r'
+                              % (path, version))
     ratio = content.get('allocation_ratio')
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or \
-            not math.isfinite(ratio) or ratio <= 0:
+    if not policy.ratio_ok(ratio):
         raise OvercommitError('overcommit file %s: allocation_ratio must be '
-                              'a number > 0, not %r' % (path, ratio))
+                              'a number > 0 and at most %g, not %.32r'
+                              % (path, policy.MAX_RATIO, ratio))
     for key in ('shared_cpus', 'dedicated_cpus'):
         value = content.get(key)
         if value is None:

@@ -4,17 +4,25 @@ A snapshot is the JSON document ``nova-pinning plan --snapshot`` reads and
 ``nova-pinning snapshot`` writes (see README.rst). ``load`` validates all
 of it before anything is planned: any defect raises ``SnapshotError`` with
 one message naming the defect, so a bad file never yields a partial plan.
+
+Types are strict: the JSON is read by ``strict.loads_json`` (finite
+numbers that fit 64 bits, no ``NaN``, no key twice, at most
+``MAX_BYTES``, nested at most ``strict.MAX_JSON_DEPTH`` deep);
+``version`` is the integer 1, not ``true``; ``active`` is ``true`` or
+``false``, not ``"false"``; what guests and the host may cost is bounded
+by ``guest`` and ``topology``.
 """
 
 import dataclasses
-import json
 
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks import guest as guest_mod
 from nova_pinning_hooks import policy
+from nova_pinning_hooks import strict
 from nova_pinning_hooks import topology
 
 VERSION = 1
+MAX_BYTES = 256 << 20  # of snapshot JSON
 # Small domain XML is parsed PARSE_CHUNK documents at a time: one parser
 # for several saves its set-up cost (1,000 0.4 KB domains: 65 -> 43 ms).
 # For large XML (nova's 3 KB) it measured slower, so those are parsed one
@@ -51,14 +59,11 @@ class Snapshot:
 
 
 def loads(text, **overrides):
-    """Parse snapshot JSON text; see ``load``."""
+    """Parse snapshot JSON (text, or UTF-8 bytes); see ``load``."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise SnapshotError('snapshot is not valid JSON: %s' % exc) from None
-    except RecursionError:
-        raise SnapshotError('snapshot is not valid JSON: nested too '
-                            'deeply') from None
+        data = strict.loads_json(text, 'snapshot', MAX_BYTES)
+    except strict.InputError as exc:
+        raise SnapshotError(str(exc)) from None
     return load(data, **overrides)
 
 
@@ -115,10 +120,10 @@ def load(data, from_libvirt=False, **overrides):
             parsed[start:start + len(chunk)] = (
                 guest_mod.parse_many(chunk, from_libvirt) or
                 [None] * len(chunk))
-    max_cpu = max(host.cpus)
+    max_cpu, max_node = max(host.cpus), max(host.nodes)
     guests, seen, kernel = [], set(), {}
     for i, dom in enumerate(domains):
-        g = _guest(i, dom, from_libvirt, parsed[i], max_cpu)
+        g = _guest(i, dom, from_libvirt, parsed[i], max_cpu, max_node)
         if g.uuid in seen:
             raise SnapshotError('domain %s: uuid %s appears twice'
                                 % (g.name, g.uuid))
@@ -151,7 +156,8 @@ def _kernel_affinity(i, dom, guest):
     return result
 
 
-def _guest(i, dom, from_libvirt, element=None, max_cpu=None):
+def _guest(i, dom, from_libvirt, element=None, max_cpu=None,
+           max_node=None):
     memory = dom.get('memory_by_node_kib') or {}
     if not isinstance(memory, dict):
         raise SnapshotError('domains[%d]: memory_by_node_kib must be an '
@@ -163,11 +169,11 @@ def _guest(i, dom, from_libvirt, element=None, max_cpu=None):
     try:
         if element is not None:
             return guest_mod.Guest.from_element(element, active, memory,
-                                                max_cpu)
+                                                max_cpu, max_node)
         return guest_mod.Guest.from_xml(dom['xml'], active=active,
                                         memory_by_node_kib=memory,
                                         from_libvirt=from_libvirt,
-                                        max_cpu=max_cpu)
+                                        max_cpu=max_cpu, max_node=max_node)
     except (guest_mod.GuestError, TypeError, ValueError) as exc:
         raise SnapshotError('domains[%d]: %s' % (i, exc)) from None
 

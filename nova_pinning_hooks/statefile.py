@@ -10,6 +10,7 @@ only a regular file of bounded size.
 import json
 
 from nova_pinning_hooks import safefs
+from nova_pinning_hooks import strict
 
 
 def write_json(path, content, mode=0o644):
@@ -22,6 +23,6 @@ def read_json(path, limit=safefs.STATE_LIMIT, what='state file',
     """The parsed JSON of ``path``. ``FileNotFoundError`` when absent,
     ``safefs.UnsafeFileError`` when not a small regular file (or, with
     ``private``, not this user's alone), ``ValueError`` when not UTF-8
-    JSON."""
+    JSON or not within ``strict.loads_json``'s bounds (depth, numbers)."""
     data = safefs.read_file(path, limit, what, private=private)
-    return json.loads(data.decode('utf-8'))
+    return strict.loads_json(data, what, limit)

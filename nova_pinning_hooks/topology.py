@@ -12,12 +12,23 @@ Invariants of a ``HostTopology``:
   is the set of its online hyperthread siblings (1 to N threads, SMT4
   included), whatever the numbering (``c, c+ncores`` or ``2c, 2c+1``).
 * Nodes may have memory and no CPUs, and nodes may differ in size.
+* Bounded whatever the XML says: numbers in ASCII digits, CPU ids at most
+  ``cpuset.MAX_CPU_ID``, node ids at most ``MAX_NODE_ID``, a core at most
+  ``MAX_THREADS_PER_CORE`` threads, siblings read only up to the highest
+  CPU listed; parsing costs time and memory linear in the XML.
 """
 
 import dataclasses
 import xml.etree.ElementTree as ET  # noqa: S405 - trusted or validated input
 
 from nova_pinning_hooks import cpuset
+
+# Linux numbers NUMA nodes below MAX_NUMNODES, at most 1 << 10: a larger
+# cell id is not a host (and nodes x guests is what planning costs).
+MAX_NODE_ID = 1023
+# SMT8 (POWER, SPARC) is the most hardware threads a core has; four times
+# that leaves room and bounds what one siblings list may cost.
+MAX_THREADS_PER_CORE = 32
 
 
 class TopologyError(ValueError):
@@ -68,14 +79,21 @@ class HostTopology:
         if not cells:
             raise TopologyError('capabilities XML has no '
                                 '<host><topology><cells> NUMA cells')
+        listed = [(cell, [(cpu, _int_attr(cpu, 'id', 'cpu'))
+                          for cpu in cell.findall('./cpus/cpu')])
+                  for cell in cells]
+        # Siblings are read only up to the highest CPU listed, and a core
+        # has at most MAX_THREADS_PER_CORE: a hostile siblings list costs
+        # no more than an honest one.
+        top = max((cpu_id for _, cpus in listed for _, cpu_id in cpus),
+                  default=0)
         nodes, node_of, raw_siblings = {}, {}, {}
-        for cell in cells:
-            node_id = _int_attr(cell, 'id', 'cell')
+        for cell, cpus in listed:
+            node_id = _int_attr(cell, 'id', 'cell', MAX_NODE_ID)
             if node_id in nodes:
                 raise TopologyError('NUMA cell %d appears twice' % node_id)
             online = set()
-            for cpu in cell.findall('./cpus/cpu'):
-                cpu_id = _int_attr(cpu, 'id', 'cpu')
+            for cpu, cpu_id in cpus:
                 siblings = cpu.get('siblings')
                 if siblings is None:
                     continue  # offline: libvirt knows no topology for it
@@ -83,7 +101,9 @@ class HostTopology:
                     raise TopologyError('CPU %d appears in two cells'
                                         % cpu_id)
                 try:
-                    raw_siblings[cpu_id] = cpuset.parse(siblings)
+                    raw_siblings[cpu_id] = cpuset.parse(
+                        siblings, limit=top,
+                        max_count=MAX_THREADS_PER_CORE)
                 except cpuset.CpusetError as exc:
                     raise TopologyError('CPU %d: bad siblings: %s'
                                         % (cpu_id, exc)) from None
@@ -113,15 +133,14 @@ def _check_cores(core_of, node_of):
                                     'NUMA cells' % (cpu_id, sibling))
 
 
-def _int_attr(elem, name, what):
+def _int_attr(elem, name, what, maximum=cpuset.MAX_CPU_ID):
     value = elem.get(name)
     try:
-        return cpuset.parse_uint(value, '<%s %s>' % (what, name),
-                                 cpuset.MAX_CPU_ID)
+        return cpuset.parse_uint(value, '<%s %s>' % (what, name), maximum)
     except ValueError:
         raise TopologyError('<%s> without a numeric %s attribute (ASCII '
                             'digits, at most %d)' % (
-                                what, name, cpuset.MAX_CPU_ID)) from None
+                                what, name, maximum)) from None
 
 
 MAX_MEMORY = 10 ** 15  # in any unit: more than any host has in bytes

@@ -15,9 +15,10 @@ import glob
 import os
 
 from nova_pinning_hooks import safefs
+from nova_pinning_hooks import snapshot
 
 CONFIG_LIMIT = 1 << 20    # bytes in one configuration file
-SNAPSHOT_LIMIT = 256 << 20
+SNAPSHOT_LIMIT = snapshot.MAX_BYTES
 
 
 class UsageError(Exception):
@@ -84,6 +85,59 @@ def read_input(path, stdin=None):
                          % (path, exc.reason)) from None
 
 
+def parse(conf, argv, project, prog):
+    """``conf(argv)``; every failure a one-line ``UsageError``.
+
+    argparse prints a usage text and an error line, then exits 2; oslo
+    exits 1 with a message for a bad value of a command-line option set
+    in a configuration file (``debug = maybe``). Both become the one
+    line of a UsageError; ``--help`` still prints its text and exits 0.
+    """
+    import contextlib
+    import io
+    import sys
+
+    from oslo_config import cfg
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            conf(argv, project=project, prog=prog)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            sys.stderr.write(captured.getvalue())
+            raise
+        lines = [ln for ln in captured.getvalue().splitlines()
+                 if ln.strip()]
+        if isinstance(exc.code, str):
+            lines.append(exc.code)
+        message = lines[-1] if lines else 'bad command line'
+        raise UsageError(message.partition(': error: ')[2] or message
+                         ) from None
+    except cfg.Error as exc:
+        raise UsageError(_first_line(exc)) from None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError too
+        raise UsageError('cannot read the configuration: %s'
+                         % _first_line(exc)) from None
+    sys.stderr.write(captured.getvalue())  # warnings, if any
+
+
+def _first_line(exc):
+    text = str(exc)
+    return text.splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _option_error(exc):
+    """oslo.config's "Value for option X from LocationInfo(...) is not
+    valid: why" as "X: why" (the group is added by the caller)."""
+    text = _first_line(exc)
+    head, sep, why = text.partition(' is not valid: ')
+    if sep and head.startswith('Value for option '):
+        name = head[len('Value for option '):].split(' from ')[0]
+        return '%s: %s' % (name, why)
+    return text
+
+
 def validate_options(conf):
     """Read every option once, so a bad value in a configuration file is
     refused now (exit 2) rather than when first used, mid-command, as a
@@ -98,17 +152,53 @@ def validate_options(conf):
             where = '[%s] %s' % (group or 'DEFAULT', name)
             raise UsageError('%s: %r is not a finite number' % (where, value))
 
-    try:
-        for name in list(conf):
+    for name in list(conf):
+        try:
             value = conf[name]
-            if isinstance(value, cfg.ConfigOpts.GroupAttr):
-                for opt in list(value):
-                    check(name, opt, value[opt])
-            else:
-                check(None, name, value)
-    except (cfg.Error, ValueError) as exc:
-        raise UsageError(str(exc).splitlines()[0] if str(exc) else
-                         type(exc).__name__) from None
+        except (cfg.Error, ValueError) as exc:
+            raise UsageError('[DEFAULT] %s' % _option_error(exc)) from None
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt in list(value):
+                try:
+                    item = value[opt]
+                except (cfg.Error, ValueError) as exc:
+                    raise UsageError('[%s] %s' % (name, _option_error(exc))
+                                     ) from None
+                check(name, opt, item)
+        else:
+            check(None, name, value)
+
+
+def setup_logging(conf, prog):
+    """oslo.log's set-up; without ``--debug`` no log record prints a
+    traceback: its exception is appended to its one line instead."""
+    import logging as std_logging
+
+    from oslo_log import log as logging
+
+    logging.setup(conf, prog)
+    if not conf.debug:
+        for handler in std_logging.getLogger().handlers:
+            handler.addFilter(_OneLineRecords())
+
+
+def _exception_line(exc):
+    return ('%s: %s' % (type(exc).__name__, _first_line(exc))
+            if str(exc).strip() else type(exc).__name__)
+
+
+class _OneLineRecords:
+    """A logging filter: a record's exception becomes text after its
+    message, never a traceback."""
+
+    def filter(self, record):
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = '%s: %s' % (record.getMessage(),
+                                     _exception_line(record.exc_info[1]))
+            record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        return True
 
 
 def report_unexpected(prog, conf, exc):

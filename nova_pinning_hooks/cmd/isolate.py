@@ -7,8 +7,11 @@
 
 Exit status: 0 done; 1 failed (cgroupfs or systemctl refused, another
 agent holds the lock, undo incomplete); 2 configuration refused (one
-message on stderr, nothing changed). ``undo`` and ``status`` work without
-a valid configuration: they read the state file.
+message on stderr, nothing changed). ``undo`` and ``status`` work when
+the isolation settings are refused (``reserved_cpus`` unset, say): they
+read the state file. A configuration file with a value of the wrong type
+or out of bounds is refused by every sub-command (exit 2), as by
+``nova-pinning``.
 """
 
 import json
@@ -118,18 +121,12 @@ def main(argv=None):
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers))
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
-        conf(argv, project='nova-pinning-hooks', prog=PROG)
-        if conf.command.name in ('apply', 'watch'):
-            # undo and status must work even when the configuration has
-            # gone bad: they act on the state file.
-            common.validate_options(conf)
+        common.parse(conf, argv, 'nova-pinning-hooks', PROG)
+        common.validate_options(conf)
     except common.UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    except (cfg.Error, ValueError) as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
-    logging.setup(conf, PROG)
+    common.setup_logging(conf, PROG)
     try:
         sys.stdout.write(COMMANDS[conf.command.name](conf))
     except config.ConfigError as exc:
@@ -138,6 +135,9 @@ def main(argv=None):
     except (BackendError, state.StateError, OSError) as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write('%s: error: interrupted\n' % PROG)
+        return 130
     except Exception as exc:
         return common.report_unexpected(PROG, conf, exc)
     return 0

@@ -114,7 +114,7 @@ def parse_args(argv, conf=None):
     conf.set_default('use_stderr', True)
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers,
                                             title='commands'))
-    conf(argv, project='nova-pinning-hooks', prog=PROG)
+    common.parse(conf, argv, 'nova-pinning-hooks', PROG)
     return conf
 
 
@@ -127,11 +127,7 @@ def main(argv=None):
     except UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
-    except (cfg.Error, ValueError) as exc:  # UnicodeDecodeError too
-        sys.stderr.write('%s: error: %s\n' % (
-            PROG, str(exc).splitlines()[0] if str(exc) else exc))
-        return 2
-    logging.setup(conf, PROG)
+    common.setup_logging(conf, PROG)
     try:
         output = conf.command.func(conf)
     except UsageError as exc:
@@ -140,6 +136,9 @@ def main(argv=None):
     except common.CommandFailed as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write('%s: error: interrupted\n' % PROG)
+        return 130
     except Exception as exc:
         return common.report_unexpected(PROG, conf, exc)
     status, message = 0, None

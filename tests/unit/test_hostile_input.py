@@ -47,13 +47,13 @@ class TestOneClearError(CliTestCase):
         ('integer too large for a float',
          raw_snap().replace('"allocation_ratio": 4.0',
                             '"allocation_ratio": 1' + '0' * 400),
-         'allocation_ratio'),
+         'out of range'),
         ('infinite ratio', raw_snap().replace(
             '"allocation_ratio": 4.0', '"allocation_ratio": 1e999'),
-         'allocation_ratio'),
+         "number '1e999' is out of range"),
         ('integer with 5000 digits', raw_snap().replace(
             '"allocation_ratio": 4.0', '"allocation_ratio": 1' + '0' * 5000),
-         'not valid JSON'),
+         'out of range'),
         ('non-ASCII digit in a CPU set', raw_snap(reserved_cpus='\u0663'),
          'invalid CPU number'),
         ('superscript digit in a CPU set', raw_snap(reserved_cpus='\u00b2'),
@@ -88,6 +88,32 @@ class TestOneClearError(CliTestCase):
             DOMAIN.replace('</domain>', "<cputune><vcpupin vcpu='9' "
                            "cpuset='1'/></cputune></domain>")),
          'vcpupin'),
+        # JSON beyond what is accepted, wherever it is in the document.
+        ('NaN anywhere', raw_snap()[:-1] + ', "extra": NaN}',
+         'NaN is not a number'),
+        ('Infinity anywhere', raw_snap()[:-1] + ', "extra": -Infinity}',
+         'Infinity is not a number'),
+        ('a key given twice', raw_snap()[:-1] + ', "version": 1}',
+         "key 'version' appears twice"),
+        ('nested 40 levels deep', raw_snap()[:-1] + ', "extra": ' +
+         '[' * 40 + ']' * 40 + '}', 'nested deeper than 32'),
+        ('a lone surrogate', raw_snap(domains=[{
+            'xml': DOMAIN.replace('<name>h<', '<name>@SURROGATE@<')}]
+         ).replace('@SURROGATE@', '\\ud800'), 'lone surrogate'),
+        ('an integer beyond 64 bits', raw_snap()[:-1] +
+         ', "extra": 18446744073709551616}', 'out of range'),
+        # Host limits: Linux's nodes, cores of at most 32 threads.
+        ('a NUMA cell beyond Linux', raw_snap(
+            capabilities=HOST.replace("<cell id='0'", "<cell id='5000'")),
+         'at most 1023'),
+        ('a core of 40 threads', raw_snap(
+            capabilities=hosts.capabilities([[list(range(40))]])),
+         'names more than 32 CPUs'),
+        ('a memory node beyond Linux', with_domain(
+            DOMAIN, memory_by_node_kib={'5000': 5}), '5000 is more than 1023'),
+        ('non-ASCII digit in a NUMA node set', with_domain(DOMAIN.replace(
+            '</domain>', "<numatune><memory mode='strict' nodeset='\u0660'/>"
+            "</numatune></domain>")), 'invalid CPU number'),
     ]
 
     def test_each_case(self):
@@ -102,6 +128,19 @@ class TestOneClearError(CliTestCase):
                                  '%s: %r' % (label, err))
                 self.assertIn(fragment, err, label)
                 self.assertNotIn('Traceback', err, label)
+
+    def test_the_host_fixtures_hold_what_the_cases_replace(self):
+        self.assertIn("<cell id='0'", HOST)
+        self.assertIn('<name>h<', DOMAIN)
+
+    def test_command_line_errors_are_one_line(self):
+        for argv in (['plan', '--snapshot', 'x', '--format', 'yaml'],
+                     ['plan'], ['no-such-command'], ['--no-such-flag']):
+            code, out, err = self.run_cli(args=argv)
+            self.assertEqual((2, ''), (code, out), argv)
+            self.assertEqual(1, len(err.strip().splitlines()),
+                             '%s: %r' % (argv, err))
+            self.assertTrue(err.startswith('nova-pinning: error: '), err)
 
     def test_invalid_utf8(self):
         tmp = self.useFixture(fixtures.TempDir()).path
@@ -122,12 +161,24 @@ class TestBadConfigurationValues(LiveCliTestCase):
                  ('coalesce_delay', 'nan', 'finite'),
                  ('busy_retries', 'many', 'busy_retries'),
                  ('allocation_ratio', 'x', 'allocation_ratio'),
-                 ('pass_timeout', '1e999', 'finite')]
+                 ('pass_timeout', '1e999', 'finite'),
+                 # int() and float() alone read these as 3 and 4.0.
+                 ('busy_retries', '\u0663', "'\u0663' is not an integer"),
+                 ('allocation_ratio', '\u0664', 'not a finite number'),
+                 ('busy_retries', '1_000', 'not an integer'),
+                 # Finite, but no sleep or wait can take them.
+                 ('busy_retry_delay', '1e300', 'busy_retry_delay'),
+                 ('lock_timeout', '1e300', 'lock_timeout'),
+                 ('periodic_interval', '10' * 10, 'periodic_interval'),
+                 ('allocation_ratio', '1e300', 'allocation_ratio')]
         example = os.path.join(TOP, 'etc', 'examples',
                                'intel-2s-28c-ht.snapshot.json')
         for option, value, fragment in cases:
             options = {'allocation_ratio': 4.0, option: value}
-            self.write_config(**options)
+            with open(self.config, 'w', encoding='utf-8') as f:
+                f.write('[nova_pinning]\nlock_path = %s\n' % self.tmp)
+                for key, val in sorted(options.items()):
+                    f.write('%s = %s\n' % (key, val))
             for argv in (['status'], ['rebind'],
                          ['plan', '--snapshot', example]):
                 code, out, err = self.run_cli(*argv)
@@ -138,6 +189,14 @@ class TestBadConfigurationValues(LiveCliTestCase):
                 self.assertIn(fragment, err, label)
                 self.assertNotIn('Traceback', err, label)
         self.assertEqual(0, self.fake.writes())
+
+    def test_a_bad_value_for_a_command_line_option(self):
+        with open(self.config, 'w') as f:
+            f.write('[DEFAULT]\ndebug = maybe\n')
+        code, out, err = self.run_cli('status')
+        self.assertEqual((2, ''), (code, out), err)
+        self.assertEqual(['nova-pinning: error: argument --debug: Invalid '
+                          'Boolean value: maybe'], err.strip().splitlines())
 
     def test_invalid_utf8_in_a_config_file(self):
         with open(self.config, 'wb') as f:
@@ -160,6 +219,65 @@ class TestUnexpectedFailure(LiveCliTestCase):
         code, out, err = self.run_cli('--debug', 'status')
         self.assertEqual((1, ''), (code, out))
         self.assertIn('Traceback', err)
+
+
+class TestOvercommitFile(LiveCliTestCase):
+    """The overcommit file is read with the same strict JSON rules."""
+
+    def test_each_case(self):
+        path = os.path.join(self.tmp, 'overcommit.json')
+        good = '{"version": 1, "allocation_ratio": 4.0}'
+        self.write_config(overcommit_file=path)
+        for label, text, fragment in [
+                ('true as version', good.replace('1,', 'true,'),
+                 'unknown version True'),
+                ('a ratio too large for a float', good.replace(
+                    '4.0', '1' + '0' * 400), 'out of range'),
+                ('nested too deep', good[:-1] + ', "x": ' + '[' * 100000 +
+                 ']' * 100000 + '}', 'nested deeper'),
+                ('NaN', good.replace('4.0', 'NaN'), 'NaN'),
+                ('not UTF-8', good.replace('4.0', '"\udcff"').encode(
+                    'utf-8', 'surrogateescape'), 'UTF-8')]:
+            with open(path, 'wb') as f:
+                f.write(text if isinstance(text, bytes) else
+                        text.encode('utf-8'))
+            for command in ('status', 'rebind'):
+                code, out, err = self.run_cli(command)
+                self.assertEqual((2, ''), (code, out), '%s: %s' % (label,
+                                                                   err))
+                self.assertEqual(1, len(err.strip().splitlines()),
+                                 '%s: %r' % (label, err))
+                self.assertIn(fragment, err, label)
+        self.assertEqual(0, self.fake.writes())
+
+
+class TestLogRecords(LiveCliTestCase):
+    """A log record carries its exception in its one line; the
+    traceback only with --debug."""
+
+    def test_an_exception_logged_inside_a_pass(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.policy.make_plan',
+            lambda *a, **k: {}['surprise']))
+        code, out, err = self.run_cli('rebind')
+        self.assertEqual(1, code, err)
+        self.assertNotIn('Traceback', err)
+        self.assertIn("rebinding pass failed: KeyError: 'surprise'", err)
+        code, out, err = self.run_cli('--debug', 'rebind')
+        self.assertIn('Traceback', err)
+
+
+class TestInterrupted(LiveCliTestCase):
+
+    def test_ctrl_c_is_one_line_without_traceback(self):
+        def interrupt(*args, **kwargs):
+            raise KeyboardInterrupt
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.render.plan_table', interrupt))
+        code, out, err = self.run_cli('status')
+        self.assertEqual((130, ''), (code, out))
+        self.assertEqual(['nova-pinning: error: interrupted'],
+                         err.strip().splitlines())
 
 
 class TestBoundedCost(testtools.TestCase):
@@ -195,8 +313,25 @@ class TestBoundedCost(testtools.TestCase):
                 '</domain>', '<cputune>%s</cputune><x/></domain>' % ''.join(
                     "<vcpupin vcpu='%d' cpuset='0-65535,^%d'/>" % (v, v)
                     for v in range(4096)))),
+            # 3,000 guests, each with its own node set of 65,535 nodes:
+            # read only as far as the host's nodes go.
+            raw_snap(domains=[{'xml': DOMAIN.replace(
+                '<uuid>uh<', '<uuid>u%d<' % k).replace(
+                '</domain>', "<numatune><memory mode='strict' "
+                "nodeset='0-65535,^%d'/></numatune></domain>" % (k + 1))}
+                for k in range(3000)]),
+            # 3,000 CPUs, each naming its own 65,535 siblings.
+            raw_snap(capabilities=hosts.capabilities(
+                [[[c] for c in range(3000)]]).replace(
+                "siblings='", "siblings='0-65535,^")),
+            # 60,000 NUMA cells (Linux has at most 1024) and 3,000 guests:
+            # planning costs nodes x guests.
+            raw_snap(capabilities=hosts.capabilities(
+                [[[c]] for c in range(60000)]), domains=[
+                {'xml': DOMAIN.replace('<uuid>uh<', '<uuid>u%d<' % k)}
+                for k in range(3000)]),
         ]
-        for text, status in zip(cases, (2, 2, 2, 0)):
+        for text, status in zip(cases, (2, 2, 2, 0, 0, 2, 2)):
             proc, took = self.plan(text)
             self.assertEqual(status, proc.returncode, proc.stderr)
             self.assertEqual(status != 0, proc.stdout == '', proc.stderr)

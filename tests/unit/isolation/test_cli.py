@@ -112,18 +112,48 @@ class TestConfigFilesThatAreNotFiles(testtools.TestCase):
 
 class TestBadConfigurationValues(testtools.TestCase):
 
-    def test_apply_refuses_a_bad_value_in_one_line(self):
+    CASES = [
+        ('[nova_pinning_isolation]\nsweep_interval = often\n',
+         'sweep_interval'),
+        ('[nova_pinning_isolation]\nmemory_limit_mib = 1e9\n',
+         'memory_limit_mib'),
+        ('[nova_pinning]\nbusy_retry_delay = nan\n', 'finite'),
+        # int() alone reads it as 3; Event.wait cannot take 10**20.
+        ('[nova_pinning_isolation]\nsweep_interval = \u0663\n',
+         'not an integer'),
+        ('[nova_pinning_isolation]\nsweep_interval = 100000000000000000000\n',
+         'sweep_interval'),
+        ('[nova_pinning_isolation]\nonly_descendants_of = 99999999999\n',
+         'only_descendants_of'),
+        ('[nova_pinning_isolation]\ncgroup_mode = v3\n', 'cgroup_mode'),
+        ('[DEFAULT]\ndebug = maybe\n', 'debug'),
+    ]
+
+    def test_every_command_refuses_a_bad_value_in_one_line(self):
         tmp = self.useFixture(fixtures.TempDir()).path
         path = os.path.join(tmp, 'bad.conf')
-        for text in ('[nova_pinning_isolation]\nsweep_interval = often\n',
-                     '[nova_pinning_isolation]\nmemory_limit_mib = 1e9\n',
-                     '[nova_pinning]\nbusy_retry_delay = nan\n'):
-            with open(path, 'w') as f:
+        for text, fragment in self.CASES:
+            with open(path, 'w', encoding='utf-8') as f:
                 f.write(text)
+            for command in (['apply'], ['watch'], ['undo'], ['status'],
+                            ['status', '--format', 'json']):
+                out, err = io.StringIO(), io.StringIO()
+                with fixtures.MonkeyPatch('sys.stdout', out), \
+                        fixtures.MonkeyPatch('sys.stderr', err):
+                    code = isolate.main(['--config-file', path] + command)
+                label = '%s %s' % (text.strip(), command)
+                self.assertEqual((2, ''), (code, out.getvalue()), label)
+                self.assertEqual(1, len(err.getvalue().splitlines()),
+                                 '%s: %r' % (label, err.getvalue()))
+                self.assertIn(fragment, err.getvalue(), label)
+                self.assertNotIn('Traceback', err.getvalue(), label)
+
+    def test_command_line_errors_are_one_line(self):
+        for argv in (['status', '--format', 'yaml'], ['bogus'], []):
             out, err = io.StringIO(), io.StringIO()
             with fixtures.MonkeyPatch('sys.stdout', out), \
                     fixtures.MonkeyPatch('sys.stderr', err):
-                code = isolate.main(['--config-file', path, 'apply'])
-            self.assertEqual((2, ''), (code, out.getvalue()), text)
-            self.assertEqual(1, len(err.getvalue().splitlines()), text)
-            self.assertNotIn('Traceback', err.getvalue())
+                code = isolate.main(['--config-file', os.devnull] + argv)
+            self.assertEqual((2, ''), (code, out.getvalue()), argv)
+            self.assertEqual(1, len(err.getvalue().splitlines()),
+                             '%s: %r' % (argv, err.getvalue()))

@@ -187,7 +187,7 @@ def _install_driver_hooks(driver_cls=None):
             from nova.virt.libvirt import driver as libvirt_driver
             driver_cls = libvirt_driver.LibvirtDriver
         hookpoints.install(driver_cls, ['update_provider_tree'], RATIO_HOOK)
-        migration.install()
+        migration.install(driver_cls=driver_cls)
     except Exception:
         LOG.exception('nova-pinning-hooks: libvirt driver hooks not '
                       'installed: the ratio stays the configured one and '

@@ -171,6 +171,12 @@ pinning_opts = [
            help='Seconds between safety-net passes inside '
                 'nova-compute, catching changes no hook saw. 0 turns '
                 'them off.'),
+    IntOpt('resync_interval', default=60, min=0, max=MAX_SECONDS,
+           help='Long-lived passes (the agent, nova-compute) read only '
+                'the domains that are new, re-created or named by a '
+                'libvirt event; every this many seconds one pass reads '
+                'every domain again, catching what no event tells (a '
+                'vCPU thread moved behind libvirt\'s back). 0: never.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

@@ -149,3 +149,31 @@ def cmd_rebind(conf, release=False):
 def cmd_release(conf):
     """Undo the binding of every managed guest, in one locked pass."""
     return cmd_rebind(conf, release=True)
+
+
+def cmd_agent(conf):
+    """Run the binding agent until SIGTERM/SIGINT (exit 0)."""
+    import signal
+    import sys
+    import threading
+
+    from nova_pinning_hooks import service
+    uri = getattr(conf.command, 'connection', None)
+    if uri:
+        conf.set_override('connection_uri', uri, group='nova_pinning')
+    # Settings are checked once up front, so a broken configuration is
+    # exit 2 and not a stream of failing passes.
+    try:
+        reconciler.host_settings(conf)
+    except reconciler.SettingsError as exc:
+        raise common.UsageError(str(exc)) from None
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    agent = service.BindingService(conf)
+    agent.run(stop, requests=sys.stdin if conf.command.requests_on_stdin
+              else None)
+    return ''

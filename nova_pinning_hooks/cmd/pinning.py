@@ -8,7 +8,10 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
   plan and whether the live pins match it;
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
-  guest back on all online CPUs.
+  guest back on all online CPUs;
+* ``agent [--connection URI] [--requests-on-stdin]``: the long-lived
+  agent in the foreground (``service``); SIGTERM or SIGINT stop it
+  (exit 0).
 
 Exit status (``cmd.common``): 0 done, every change written; 1 a pass
 failed or was cut short, or changes were skipped; 2 bad input or
@@ -54,6 +57,11 @@ def _add_parsers(subparsers):
         if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')
+        if name == 'agent':
+            sp.add_argument('--requests-on-stdin', action='store_true',
+                            help='each line on standard input requests a '
+                                 'pass; its end stops the agent (the '
+                                 'worker nova-compute starts)')
         sp.set_defaults(func=func)
 
 
@@ -102,6 +110,8 @@ _LIVE_COMMANDS = (
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
     ('release', _live('cmd_release'),
      'put every managed guest back on all CPUs (after switching off)'),
+    ('agent', _live('cmd_agent'),
+     'keep the host bound: passes on libvirt events, in the foreground'),
 )
 
 

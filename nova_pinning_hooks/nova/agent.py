@@ -17,16 +17,27 @@ Invariants:
 * nothing here blocks a caller: requests go to a ``Coalescer`` whose
   worker runs the passes;
 * in native-thread nova the worker is a daemon thread running the pass in
-  this process; when eventlet has monkey-patched ``threading`` (older
-  nova, or ``concurrency_backend = eventlet``) a libvirt call would freeze
-  every green thread, so each pass runs in a child process
-  (``nova-pinning rebind`` with nova's own configuration files);
+  this process, with a ``model.HostModel`` so that each pass reads only
+  the domains that are new or re-created (and all of them every
+  ``resync_interval``). It registers no libvirt events: libvirt's event
+  loop is process-wide and nova's driver owns it in nova-compute; the
+  hooks say when nova changed something.
+* when eventlet has monkey-patched ``threading`` (older nova, or
+  ``concurrency_backend = eventlet``) a libvirt call would freeze every
+  green thread, so passes run in one long-lived worker process,
+  ``nova-pinning agent --requests-on-stdin`` with nova's own
+  configuration files (``service.BindingService``: its own connection,
+  model and libvirt events); each request is one line written to its
+  standard input without blocking, and a worker that died is started
+  again at the next request;
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
 * every failure is logged; none reaches nova.
 """
 
 import collections
+import errno
+import fcntl
 import os
 import subprocess
 import sys
@@ -36,12 +47,12 @@ import time
 from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import overcommit
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
-PASS_TIMEOUT = 300
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
 
 _AGENT = None
@@ -65,7 +76,10 @@ class Agent:
         self.out_of_process = (eventlet_patched() if out_of_process is None
                                else out_of_process)
         self.reconciler = (None if self.out_of_process
-                           else reconciler.Reconciler(conf))
+                           else reconciler.Reconciler(
+                               conf, model=model_mod.HostModel()))
+        self.worker = None  # the agent process, when out of process
+        self.worker_starts = 0
         self.coalescer = reconciler.Coalescer(
             self._run_pass, delay=group.coalesce_delay)
         self.interval = group.periodic_interval
@@ -147,28 +161,51 @@ class Agent:
             argv += ['--config-file', path]
         for path in getattr(self.conf, 'config_dir', None) or ():
             argv += ['--config-dir', path]
-        return argv + ['rebind']
+        return argv + ['agent', '--requests-on-stdin']
 
     def _pass_in_child(self):
+        """Hand the request to the worker process (started, or started
+        again, here); True once written."""
+        worker = self.worker
+        if worker is None or worker.poll() is not None:
+            if worker is not None:
+                LOG.error('nova-pinning-hooks: pass worker exited %s; '
+                          'starting it again', worker.returncode)
+            try:
+                worker = self.worker = subprocess.Popen(
+                    self.child_argv(), stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL, close_fds=True)
+            except OSError as exc:
+                LOG.error('nova-pinning-hooks: pass worker not started: '
+                          '%s', exc)
+                self.worker = None
+                return False
+            self.worker_starts += 1
+            fd = worker.stdin.fileno()
+            fcntl.fcntl(fd, fcntl.F_SETFL,
+                        fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         try:
-            proc = subprocess.run(
-                self.child_argv(), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                timeout=PASS_TIMEOUT, check=False, close_fds=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            LOG.error('nova-pinning-hooks: pass process failed: %s', exc)
-            return exc
-        if proc.returncode:
-            tail = proc.stderr.decode('utf-8', 'replace').strip()
-            LOG.error('nova-pinning-hooks: pass process exited %d: %s',
-                      proc.returncode, tail.splitlines()[-1] if tail else '')
-        return proc.returncode
+            os.write(worker.stdin.fileno(), b'pass\n')
+        except OSError as exc:
+            if exc.errno == errno.EAGAIN:
+                return True  # the pipe is full: passes are pending
+            LOG.error('nova-pinning-hooks: pass worker unreachable: %s',
+                      exc)
+            return False
+        return True
 
     def stop(self):
         self._stop.set()
         self.coalescer.stop()
         if self.reconciler is not None:
             self.reconciler.close()
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.stdin.close()  # its end of input: it stops
+            try:
+                worker.wait(15)
+            except subprocess.TimeoutExpired:
+                worker.kill()
 
 
 def in_nova_compute():

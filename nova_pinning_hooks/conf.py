@@ -171,6 +171,18 @@ pinning_opts = [
            help='Seconds between safety-net passes inside '
                 'nova-compute, catching changes no hook saw. 0 turns '
                 'them off.'),
+    FloatOpt('steal_warning_percent', default=10.0, min=0.0, max=100.0,
+             help='A guest whose vCPUs wait this share of the time or '
+                  'more for a host CPU (host-side steal, %) is marked '
+                  'in "nova-pinning status" and "nova-pinning top".'),
+    cfg.StrOpt('metrics_textfile', default='',
+               help='Inside nova-compute, after each pass, write the '
+                    'Prometheus metrics (as "nova-pinning metrics" '
+                    'prints them) to this file, for node_exporter\'s '
+                    'textfile collector: a *.prom file in its '
+                    '--collector.textfile.directory, which the nova user '
+                    'may write. Replaced atomically, mode 0644. Empty: '
+                    'not written.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

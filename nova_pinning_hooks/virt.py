@@ -57,6 +57,9 @@ GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
 BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
 
 
+_now = time.monotonic  # the clock of samples; tests replace it
+
+
 class LibvirtTimeout(Exception):
     """A libvirt call overran its time bound or the pass's deadline."""
 
@@ -269,7 +272,7 @@ class Host:
             'read', 'getAllDomainStats', conn.getAllDomainStats,
             libvirt.VIR_DOMAIN_STATS_VCPU | libvirt.VIR_DOMAIN_STATS_STATE,
             libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
-        taken = time.monotonic()
+        taken = _now()
         sample = {}
         for dom, stats in records:
             name = dom.name()  # local: no call to the daemon

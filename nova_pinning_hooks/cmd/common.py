@@ -44,6 +44,26 @@ def _config_args(argv):
     return files, dirs
 
 
+MAX_INTERVAL = 3600.0  # seconds a command samples or refreshes at most
+
+
+def seconds_arg(text):
+    """An argparse type: a finite number of seconds in ASCII digits,
+    0 to ``MAX_INTERVAL`` (``nan``, ``inf``, ``-1``, ``1e9`` refused)."""
+    import argparse
+    import math
+    import re
+    if not re.fullmatch(r'[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}',
+                        text or '', re.ASCII):
+        raise argparse.ArgumentTypeError(
+            '%.40r is not a number of seconds' % text)
+    value = float(text)
+    if not (math.isfinite(value) and 0 <= value <= MAX_INTERVAL):
+        raise argparse.ArgumentTypeError(
+            '%s seconds is out of range (0 to %g)' % (text, MAX_INTERVAL))
+    return value
+
+
 def check_config_files(argv, project, prog):
     """Refuse, before oslo.config reads them, configuration files that
     are not small regular files (a FIFO would hang the command, a device

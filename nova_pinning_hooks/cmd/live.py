@@ -7,6 +7,7 @@ is 1.
 """
 
 import json
+import time
 
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import cpuset
@@ -14,6 +15,7 @@ from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import render
 from nova_pinning_hooks import snapshot as snapshot_mod
+from nova_pinning_hooks import stealview
 
 
 def _reconciler(conf):
@@ -56,13 +58,35 @@ def _isolation_status(conf):
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
 
 
+_sleep = time.sleep  # tests replace it
+
+
+def plan_and_sample(rec, interval):
+    """(snapshot, plan, changes, Measurement or None): the host read and
+    planned between two samples of vCPU counters ``interval`` seconds
+    apart (no sample for 0). Three reads of the host in all."""
+    start = time.monotonic()
+    first = rec.vcpu_stats() if interval else None
+    snap, p, changes = rec.plan()
+    if not interval:
+        return snap, p, changes, None
+    left = start + interval - time.monotonic()
+    if left > 0:
+        _sleep(left)
+    second = rec.vcpu_stats()
+    return snap, p, changes, stealview.measure(p, first[1], second[1],
+                                               second[0] - first[0])
+
+
 @_guard
 def cmd_status(conf):
     rec = _reconciler(conf)
     try:
-        snap, p, changes = rec.plan()
+        snap, p, changes, measured = plan_and_sample(rec,
+                                                     conf.command.interval)
     finally:
         rec.close()
+    threshold = conf.nova_pinning.steal_warning_percent
     iso = _isolation_status(conf)
     drift = snap.drift()
     source = reconciler.host_settings(conf).get('ratio_source')
@@ -79,6 +103,9 @@ def cmd_status(conf):
                 sorted(drift.get(entry['uuid'], {}).items())}
         data['isolation'] = iso
         data['allocation_ratio_source'] = source
+        if measured is not None:
+            data['steal'] = stealview.to_json(measured)
+            data['steal']['warning_percent'] = threshold
         return json.dumps(data, indent=1, default=str) + '\n'
     text = render.plan_table(p, snap.host, snap.guests, changes,
                              title='status of %s' %
@@ -90,6 +117,9 @@ def cmd_status(conf):
             text += ('kernel drift: %s vCPU %d runs on %s, libvirt says %s '
                      '(a pass repairs it)\n' % (names[uuid], v, fmt(cpus),
                                                 fmt(pin)))
+    if measured is not None:
+        text += '\n' + '\n'.join(stealview.lines(measured,
+                                                 threshold)) + '\n'
     return text + '\n' + _isolation_text(iso)
 
 

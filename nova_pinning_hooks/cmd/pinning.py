@@ -6,6 +6,13 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``snapshot [--connection URI]``: the live host as a snapshot;
 * ``status [--connection URI] [--format table|json]``: the live host, its
   plan and whether the live pins match it;
+* ``status ... --interval SECONDS``: also each guest's steal and CPU use
+  from two samples of its vCPU counters that far apart (default 2; 0:
+  no sample), and each NUMA node's vCPU demand against its pool;
+* ``top [--interval SECONDS] [--once] [--threshold PCT]``: the same,
+  refreshing in the terminal until ``q`` or Ctrl-C;
+* ``metrics [--connection URI]``: the Prometheus metrics of the host
+  (what nova-compute writes to ``[nova_pinning] metrics_textfile``);
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
   guest back on all online CPUs.
@@ -51,6 +58,14 @@ def _add_parsers(subparsers):
         if name == 'status':
             sp.add_argument('--format', choices=('table', 'json'),
                             default='table')
+        if name in ('status', 'top'):
+            sp.add_argument('--interval', type=common.seconds_arg,
+                            default=2.0, metavar='SECONDS',
+                            help='seconds between the two samples of '
+                                 'vCPU counters behind the steal figures'
+                                 '%s (default 2)' % (
+                                     '; 0: no sample' if name == 'status'
+                                     else ' (the refresh period)'))
         if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')

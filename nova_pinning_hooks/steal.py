@@ -126,7 +126,7 @@ def node_load(guest_rates, home_nodes, pools):
     result = []
     for node, members in by_node.items():
         measured = [r for r in members if r.steal_pct is not None]
-        worst = max(measured, key=lambda r: (r.steal_pct, r.name),
+        worst = min(measured, key=lambda r: (-r.steal_pct, r.name),
                     default=None)
         result.append(NodeLoad(
             node, len(members), sum(r.demand_cpus for r in members),

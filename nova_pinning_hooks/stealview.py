@@ -5,7 +5,9 @@ print, and what their JSON carries.
 pool of each node) with the rates of two vCPU samples (``steal``).
 ``lines`` draws it for a terminal: the nodes first (vCPU demand against
 the node's pool, the worst guest), then one line per guest, worst steal
-first, marked ``!`` where its steal reaches the warning threshold.
+first, marked ``!`` where its steal reaches the warning threshold; a
+``*`` after the mode says the pins in force are not the plan's yet (no
+pass has run since the guest changed, or the package is switched off).
 
 Invariants (pure: no I/O, no clock): every guest of the plan gets a line,
 measured or not (``-`` where no figure exists: the guest is new or was
@@ -19,6 +21,7 @@ from nova_pinning_hooks import render
 from nova_pinning_hooks import steal
 
 MARK = '!'
+PENDING = '*'  # after the mode: the pins in force are not the plan's yet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,11 +30,13 @@ class Measurement:
     rates: dict  # uuid -> steal.GuestRate
     nodes: list  # steal.NodeLoad
     plans: dict  # uuid -> plan.GuestPlan
+    pending: frozenset = frozenset()  # uuids whose pins differ from plan
 
 
-def measure(p, before, after, wall_seconds):
+def measure(p, before, after, wall_seconds, changes=()):
     """The Measurement of plan ``p`` over samples ``before``/``after``
-    (``virt.Host.vcpu_stats`` dicts) taken ``wall_seconds`` apart."""
+    (``virt.Host.vcpu_stats`` dicts) taken ``wall_seconds`` apart;
+    ``changes``: the pin changes the plan still needs (marked)."""
     rates = steal.rates(before, after, wall_seconds)
     plans = {gp.uuid: gp for gp in p.guests}
     for gp in p.guests:  # planned but not in the sample: stopped since
@@ -40,8 +45,10 @@ def measure(p, before, after, wall_seconds):
                                              None, None, 0.0, 'gone')
     homes = {uuid: gp.home_node for uuid, gp in plans.items()}
     pools = {n: len(cpus) for n, cpus in p.pool_by_node.items()}
+    pending = frozenset(c.uuid for c in changes if c.kind != 'numa')
     return Measurement(wall_seconds, rates, steal.node_load(rates, homes,
-                                                            pools), plans)
+                                                            pools), plans,
+                       pending)
 
 
 def _pct(value):
@@ -70,7 +77,9 @@ def guest_rows(m, threshold):
         mark = MARK if (r.steal_pct is not None and
                         r.steal_pct >= threshold) else ''
         rows.append((
-            mark, r.name, gp.mode if gp else '?',
+            mark, r.name,
+            '?' if gp is None else
+            gp.mode + PENDING if r.uuid in m.pending else gp.mode,
             '-' if gp is None or gp.home_node is None else str(gp.home_node),
             render.pins_text(gp) if gp else '-',
             _pct(r.steal_pct), _pct(r.cpu_pct),
@@ -87,7 +96,10 @@ def guest_rows(m, threshold):
 def lines(m, threshold):
     """The nodes, then the guests worst first (see the module doc)."""
     head = ('steal over %.2f s (host side: vCPU run delay / wall time; '
-            '%s = at least %g %%)' % (m.wall_seconds, MARK, threshold))
+            '%s = at least %g %%%s)' % (
+                m.wall_seconds, MARK, threshold,
+                '; %s = pins not yet as planned' % PENDING
+                if m.pending else ''))
     return [head] + node_lines(m) + [''] + guest_rows(m, threshold)
 
 

@@ -75,7 +75,8 @@ def plan_and_sample(rec, interval):
         _sleep(left)
     second = rec.vcpu_stats()
     return snap, p, changes, stealview.measure(p, first[1], second[1],
-                                               second[0] - first[0])
+                                               second[0] - first[0],
+                                               changes)
 
 
 @_guard
@@ -134,11 +135,44 @@ def _isolation_text(iso):
 
 
 @_guard
+def cmd_metrics(conf):
+    """The exposition; exit 1 (after printing it, ``nova_pinning_up``
+    0) when part of the host could not be read."""
+    from nova_pinning_hooks import metrics
+    rec = _reconciler(conf)
+    try:
+        view = metrics.read_view(rec, conf)
+    finally:
+        rec.close()
+    text = metrics.exposition(view)
+    if view.errors:
+        return text, 1, view.errors[0]
+    return text
+
+
+def _count_pass(rec, conf, result):
+    """``rebind --write-metrics``: a pass run for nova-compute in a child
+    process continues the counters of the textfile it replaces."""
+    import logging as std_logging
+
+    from nova_pinning_hooks import metrics
+    path = conf.nova_pinning.metrics_textfile
+    if not path:
+        return
+    stats = metrics.PassStats()
+    stats.carry(metrics.read_textfile(path))
+    metrics.after_pass(rec, conf, result, stats,
+                       std_logging.getLogger(__name__))
+
+
+@_guard
 def cmd_rebind(conf, release=False):
     rec = _reconciler(conf)
     try:
         result = rec.run_pass(dry_run=conf.command.dry_run,
                               log_errors=False, release=release)
+        if getattr(conf.command, 'write_metrics', False):
+            _count_pass(rec, conf, result)
     finally:
         rec.close()
     if result.error and result.error_kind == 'input':
@@ -179,3 +213,99 @@ def cmd_rebind(conf, release=False):
 def cmd_release(conf):
     """Undo the binding of every managed guest, in one locked pass."""
     return cmd_rebind(conf, release=True)
+
+
+CLEAR = '\x1b[H\x1b[2J'
+HIDE_CURSOR, SHOW_CURSOR = '\x1b[?25l', '\x1b[?25h'
+
+
+def _frame(conf, m, threshold, when):
+    head = 'nova-pinning top  %s  %s  every %gs  (q or Ctrl-C quits)' % (
+        conf.nova_pinning.connection_uri, time.strftime('%H:%M:%S', when),
+        conf.command.interval)
+    return [head] + stealview.lines(m, threshold)
+
+
+class _Terminal:
+    """Keys without Enter, no echo, the cursor hidden; all restored on
+    leaving, whatever ends the loop."""
+
+    def __init__(self, stdin, stdout):
+        self.stdin, self.stdout = stdin, stdout
+        self.fd = stdin.fileno() if stdin.isatty() else None
+        self.saved = None
+
+    def __enter__(self):
+        if self.fd is not None:
+            import termios
+            import tty
+            self.saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)
+        self.stdout.write(HIDE_CURSOR)
+        self.stdout.flush()
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import termios
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+        self.stdout.write(SHOW_CURSOR + '\n')
+        self.stdout.flush()
+
+    def wait_for_quit(self, seconds):
+        """Wait up to ``seconds``; True if ``q`` was pressed."""
+        import select
+        if self.fd is None:
+            time.sleep(seconds)
+            return False
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                import os
+                data = os.read(self.fd, 64)
+                if not data or b'q' in data.lower():
+                    return True
+
+
+@_guard
+def cmd_top(conf):
+    """Steal per guest, worst first, refreshed every ``--interval``."""
+    import shutil
+    import sys
+    interval = conf.command.interval
+    if interval <= 0:
+        raise common.UsageError('top: --interval must be above 0')
+    threshold = conf.command.threshold
+    if threshold is None:
+        threshold = conf.nova_pinning.steal_warning_percent
+    rec = _reconciler(conf)
+    try:
+        if conf.command.once:
+            _, _, _, m = plan_and_sample(rec, interval)
+            return '\n'.join(_frame(conf, m, threshold,
+                                    time.localtime())) + '\n'
+        out = sys.stdout
+        with _Terminal(sys.stdin, out) as term:
+            try:
+                taken, before = rec.vcpu_stats()
+                while not term.wait_for_quit(
+                        max(0.0, taken + interval - time.monotonic())):
+                    _, p, changes = rec.plan()
+                    now, after = rec.vcpu_stats()
+                    m = stealview.measure(p, before, after, now - taken,
+                                          changes)
+                    taken, before = now, after
+                    width = shutil.get_terminal_size((100, 40)).columns
+                    out.write(CLEAR + '\n'.join(
+                        line[:width] for line in
+                        _frame(conf, m, threshold, time.localtime())))
+                    out.flush()
+            except KeyboardInterrupt:
+                pass  # Ctrl-C is how a person leaves top: not an error
+        return ''
+    finally:
+        rec.close()

@@ -23,6 +23,7 @@ configuration (one message on stderr, nothing printed on stdout, nothing
 changed).
 """
 
+import argparse
 import json
 import sys
 
@@ -69,7 +70,29 @@ def _add_parsers(subparsers):
         if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')
+        if name == 'rebind':
+            # Passes run out of nova-compute's process use it (see
+            # nova.agent): count the pass into [nova_pinning]
+            # metrics_textfile.
+            sp.add_argument('--write-metrics', action='store_true',
+                            help=argparse.SUPPRESS)
+        if name == 'top':
+            sp.add_argument('--once', action='store_true',
+                            help='print one frame (after one interval) '
+                                 'and exit: for scripts')
+            sp.add_argument('--threshold', type=_percent_arg,
+                            metavar='PCT',
+                            help='mark guests with at least this steal %% '
+                                 '(default: [nova_pinning] '
+                                 'steal_warning_percent)')
         sp.set_defaults(func=func)
+
+
+def _percent_arg(text):
+    value = common.seconds_arg(text)  # the same strict number syntax
+    if value > 100:
+        raise argparse.ArgumentTypeError('%s %% is above 100' % text)
+    return value
 
 
 def read_snapshot_file(path):
@@ -114,6 +137,10 @@ _LIVE_COMMANDS = (
     ('snapshot', _live('cmd_snapshot'), 'print the live host as a snapshot'),
     ('status', _live('cmd_status'),
      'show the live host, its plan and whether the pins match'),
+    ('top', _live('cmd_top'),
+     'watch each guest\'s steal beside its binding, refreshing'),
+    ('metrics', _live('cmd_metrics'),
+     'print the Prometheus metrics of the host (text format)'),
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
     ('release', _live('cmd_release'),
      'put every managed guest back on all CPUs (after switching off)'),

@@ -23,6 +23,11 @@ Invariants:
   (``nova-pinning rebind`` with nova's own configuration files);
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
+* after each pass, with ``[nova_pinning] metrics_textfile`` set, the
+  Prometheus textfile is rewritten (``metrics.after_pass``) by whoever
+  ran the pass: the worker thread, or the child process, which carries
+  the pass counters on from the file it replaces. No port is opened;
+  a metrics failure is a logged warning, never a failed pass;
 * every failure is logged; none reaches nova.
 """
 
@@ -69,9 +74,11 @@ class Agent:
         self.coalescer = reconciler.Coalescer(
             self._run_pass, delay=group.coalesce_delay)
         self.interval = group.periodic_interval
+        self.metrics_textfile = group.metrics_textfile
         self._stop = threading.Event()
         self._timer = None
         self.last_result = None
+        self.pass_stats = None  # metrics.PassStats, made by the first pass
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
         # The node whose inventory sets the ratio: a libvirt nova-compute
@@ -140,6 +147,17 @@ class Agent:
             self.last_result = self._pass_in_child()
         else:
             self.last_result = self.reconciler.run_pass()
+            self._metrics(self.last_result)
+
+    def _metrics(self, result):
+        try:
+            from nova_pinning_hooks import metrics
+            if self.pass_stats is None:
+                self.pass_stats = metrics.PassStats()
+            metrics.after_pass(self.reconciler, self.conf, result,
+                               self.pass_stats, LOG)
+        except Exception as exc:  # never the pass's or nova's problem
+            LOG.warning('nova-pinning-hooks: metrics not written: %s', exc)
 
     def child_argv(self):
         argv = [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning']
@@ -147,7 +165,10 @@ class Agent:
             argv += ['--config-file', path]
         for path in getattr(self.conf, 'config_dir', None) or ():
             argv += ['--config-dir', path]
-        return argv + ['rebind']
+        argv.append('rebind')
+        if self.metrics_textfile:
+            argv.append('--write-metrics')
+        return argv
 
     def _pass_in_child(self):
         try:

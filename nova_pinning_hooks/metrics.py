@@ -326,6 +326,32 @@ def exposition(view, stats=None):
     return prom_exposition.generate_latest(registry).decode('utf-8')
 
 
+class LiveCollector:
+    """For the HTTP exporter: a fresh HostView at every scrape, one
+    scrape at a time, through one reconciler (its libvirt connection is
+    kept between scrapes)."""
+
+    def __init__(self, rec, conf):
+        self.rec, self.conf = rec, conf
+        self._lock = threading.Lock()
+
+    def collect(self):
+        with self._lock:
+            view = read_view(self.rec, self.conf)
+        yield from _Collector(view, None).collect()
+
+
+def serve(rec, conf, address, port, stop):
+    """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
+    Event) is set. Raises ``OSError`` if the address cannot be bound."""
+    registry = prom_registry.CollectorRegistry(auto_describe=False)
+    registry.register(LiveCollector(rec, conf))
+    prom_exposition.start_http_server(port, addr=address,
+                                      registry=registry)
+    while not stop.wait(3600):
+        pass
+
+
 def write_textfile(path, text):
     """Replace ``path`` atomically with ``text``, mode 0644; raises
     ``OSError`` (``safefs.UnsafeFileError``) if it cannot be done

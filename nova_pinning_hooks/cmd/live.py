@@ -150,6 +150,25 @@ def cmd_metrics(conf):
     return text
 
 
+def cmd_exporter(conf):
+    """Serve the metrics on ``--listen`` until Ctrl-C (exit 0)."""
+    import threading
+
+    from nova_pinning_hooks import metrics
+    address, port = conf.command.listen
+    rec = _reconciler(conf)
+    try:
+        metrics.serve(rec, conf, address, port, threading.Event())
+    except OSError as exc:
+        raise common.CommandFailed('cannot listen on %s port %d: %s' % (
+            address, port, exc.strerror or exc)) from None
+    except KeyboardInterrupt:
+        return ''
+    finally:
+        rec.close()
+    return ''
+
+
 def _count_pass(rec, conf, result):
     """``rebind --write-metrics``: a pass run for nova-compute in a child
     process continues the counters of the textfile it replaces."""

@@ -13,6 +13,8 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
   refreshing in the terminal until ``q`` or Ctrl-C;
 * ``metrics [--connection URI]``: the Prometheus metrics of the host
   (what nova-compute writes to ``[nova_pinning] metrics_textfile``);
+* ``exporter --listen ADDR:PORT``: serve those metrics on /metrics,
+  read afresh at every scrape, until Ctrl-C;
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
   guest back on all online CPUs.
@@ -76,6 +78,12 @@ def _add_parsers(subparsers):
             # metrics_textfile.
             sp.add_argument('--write-metrics', action='store_true',
                             help=argparse.SUPPRESS)
+        if name == 'exporter':
+            sp.add_argument('--listen', required=True,
+                            type=common.listen_arg, metavar='ADDR:PORT',
+                            help='address and port to serve /metrics on '
+                                 '(for example 127.0.0.1:9179 or '
+                                 '[::1]:9179)')
         if name == 'top':
             sp.add_argument('--once', action='store_true',
                             help='print one frame (after one interval) '
@@ -141,6 +149,8 @@ _LIVE_COMMANDS = (
      'watch each guest\'s steal beside its binding, refreshing'),
     ('metrics', _live('cmd_metrics'),
      'print the Prometheus metrics of the host (text format)'),
+    ('exporter', _live('cmd_exporter'),
+     'serve the metrics over HTTP (hosts without node_exporter)'),
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
     ('release', _live('cmd_release'),
      'put every managed guest back on all CPUs (after switching off)'),

@@ -240,3 +240,60 @@ class TestRebindWriteMetrics(LiveCliTestCase):
         before = os.stat(path).st_mtime_ns
         self.assertEqual(0, self.run_cli('rebind')[0])
         self.assertEqual(before, os.stat(path).st_mtime_ns)
+
+
+class TestExporter(LiveCliTestCase):
+
+    def free_port(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            return s.getsockname()[1]
+
+    def test_serves_fresh_metrics_at_every_scrape(self):
+        import threading
+        import urllib.request
+
+        from nova_pinning_hooks.cmd import pinning
+        conf = pinning.parse_args(['--config-file', self.config, 'metrics'])
+        rec = reconciler.Reconciler(conf)
+        self.addCleanup(rec.close)
+        port = self.free_port()
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+        threading.Thread(target=metrics.serve, daemon=True,
+                         args=(rec, conf, '127.0.0.1', port, stop)).start()
+        a = self.fake.by_name('a')
+        url = 'http://127.0.0.1:%d/metrics' % port
+        texts = []
+        for delay_ns in (1_000_000_000, 3_000_000_000):
+            a.vcpu_delay[0] = delay_ns
+            for _ in range(50):
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        texts.append(r.read().decode())
+                    break
+                except OSError:
+                    import time
+                    time.sleep(0.05)  # the server is starting
+        self.assertEqual([1.0, 3.0], [value(
+            t, 'nova_pinning_vcpu_delay_seconds_total', name='a',
+            vcpu='0') for t in texts])
+        self.assertEqual(2, self.fake.calls['getAllDomainStats'])
+
+    def test_bad_listen_is_2(self):
+        for bad in ('9179', 'localhost:9179', '127.0.0.1:0',
+                    '127.0.0.1:65536', '[::1]9179', '300.1.1.1:80',
+                    '127.0.0.1:-1', '[zz::1]:80'):
+            self.assertRefused(self.run_cli('exporter', '--listen', bad), 2,
+                               '--listen')
+
+    def test_address_in_use_is_1(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            s.listen()
+            port = s.getsockname()[1]
+            self.assertRefused(self.run_cli(
+                'exporter', '--listen', '127.0.0.1:%d' % port), 1,
+                'cannot listen on 127.0.0.1 port %d' % port)

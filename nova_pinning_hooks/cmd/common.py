@@ -47,21 +47,31 @@ def _config_args(argv):
 MAX_INTERVAL = 3600.0  # seconds a command samples or refreshes at most
 
 
-def seconds_arg(text):
-    """An argparse type: a finite number of seconds in ASCII digits,
-    0 to ``MAX_INTERVAL`` (``nan``, ``inf``, ``-1``, ``1e9`` refused)."""
+def number_arg(text, high, unit):
+    """A finite number in plain ASCII digits, 0 to ``high`` (``nan``,
+    ``inf``, ``-1``, ``1e9`` refused), for argparse types."""
     import argparse
     import math
     import re
     if not re.fullmatch(r'[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}',
                         text or '', re.ASCII):
-        raise argparse.ArgumentTypeError(
-            '%.40r is not a number of seconds' % text)
+        raise argparse.ArgumentTypeError('%.40r is not a number of %s'
+                                         % (text, unit))
     value = float(text)
-    if not (math.isfinite(value) and 0 <= value <= MAX_INTERVAL):
-        raise argparse.ArgumentTypeError(
-            '%s seconds is out of range (0 to %g)' % (text, MAX_INTERVAL))
+    if not (math.isfinite(value) and 0 <= value <= high):
+        raise argparse.ArgumentTypeError('%s %s is out of range (0 to %g)'
+                                         % (text, unit, high))
     return value
+
+
+def seconds_arg(text):
+    """An argparse type: 0 to ``MAX_INTERVAL`` seconds."""
+    return number_arg(text, MAX_INTERVAL, 'seconds')
+
+
+def percent_arg(text):
+    """An argparse type: 0 to 100 percent."""
+    return number_arg(text, 100.0, 'percent')
 
 
 def listen_arg(text):

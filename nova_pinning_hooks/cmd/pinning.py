@@ -88,19 +88,12 @@ def _add_parsers(subparsers):
             sp.add_argument('--once', action='store_true',
                             help='print one frame (after one interval) '
                                  'and exit: for scripts')
-            sp.add_argument('--threshold', type=_percent_arg,
+            sp.add_argument('--threshold', type=common.percent_arg,
                             metavar='PCT',
                             help='mark guests with at least this steal %% '
                                  '(default: [nova_pinning] '
                                  'steal_warning_percent)')
         sp.set_defaults(func=func)
-
-
-def _percent_arg(text):
-    value = common.seconds_arg(text)  # the same strict number syntax
-    if value > 100:
-        raise argparse.ArgumentTypeError('%s %% is above 100' % text)
-    return value
 
 
 def read_snapshot_file(path):

@@ -174,15 +174,16 @@ def main():
                 runs[config].append(one_run(conn, config, elf, tmp))
     print('| configuration | runs | steal % (median) | steal % per run | '
           'package steal % (median) | package steal % per run | '
-          'loop iterations/s (median) |')
-    print('|---|---|---|---|---|---|---|')
+          'package CPU % (median) | loop iterations/s (median) |')
+    print('|---|---|---|---|---|---|---|---|')
     for c in configs:
-        print('| %s | %d | %.1f | %s | %.1f | %s | %.0f |' % (
+        print('| %s | %d | %.1f | %s | %.1f | %s | %.1f | %.0f |' % (
             c, len(runs[c]), statistics.median(r['steal_pct']
                                                for r in runs[c]),
             ' '.join('%.1f' % r['steal_pct'] for r in runs[c]),
             statistics.median(r['package_steal_pct'] for r in runs[c]),
             ' '.join('%.1f' % r['package_steal_pct'] for r in runs[c]),
+            statistics.median(r['package_cpu_pct'] for r in runs[c]),
             statistics.median(r['iters_per_s'] for r in runs[c])))
 
 

@@ -236,6 +236,8 @@ def cmd_release(conf):
 
 CLEAR = '\x1b[H\x1b[2J'
 HIDE_CURSOR, SHOW_CURSOR = '\x1b[?25l', '\x1b[?25h'
+# The terminal's alternate screen: what was on screen before comes back.
+ALT_SCREEN, MAIN_SCREEN = '\x1b[?1049h', '\x1b[?1049l'
 
 
 def _frame(conf, m, threshold, when):
@@ -246,8 +248,8 @@ def _frame(conf, m, threshold, when):
 
 
 class _Terminal:
-    """Keys without Enter, no echo, the cursor hidden; all restored on
-    leaving, whatever ends the loop."""
+    """Keys without Enter, no echo, the cursor hidden, drawn on the
+    alternate screen; all restored on leaving, whatever ends the loop."""
 
     def __init__(self, stdin, stdout):
         self.stdin, self.stdout = stdin, stdout
@@ -260,7 +262,7 @@ class _Terminal:
             import tty
             self.saved = termios.tcgetattr(self.fd)
             tty.setcbreak(self.fd)
-        self.stdout.write(HIDE_CURSOR)
+        self.stdout.write(ALT_SCREEN + HIDE_CURSOR)
         self.stdout.flush()
         return self
 
@@ -268,7 +270,7 @@ class _Terminal:
         if self.saved is not None:
             import termios
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
-        self.stdout.write(SHOW_CURSOR + '\n')
+        self.stdout.write(SHOW_CURSOR + MAIN_SCREEN)
         self.stdout.flush()
 
     def wait_for_quit(self, seconds):

@@ -192,8 +192,10 @@ class TestTopInATerminal(base.FunctionalTestCase):
         self.assertEqual('0', self.cursor_visible())
         self.tmux('send-keys', '-t', 'top', 'q')
         screen = self.wait_for('exit=0')
-        # Canonical mode is back (not "-icanon"), and the cursor.
+        # Canonical mode is back (not "-icanon"), and the cursor, and the
+        # screen as it was (top drew on the alternate screen).
         self.assertIn('\nicanon', screen)
+        self.assertNotIn('vCPU demand', screen)
         self.assertNotIn('-icanon', screen)
         self.assertEqual('1', self.cursor_visible())
 

@@ -3,14 +3,22 @@
 
 Usage (root, libvirtd running: tools/setup-host.sh):
     python benchmarks/parallel_boots.py [--guests 20] [--rounds 3]
+        [--modes inactive,hooks,agent]
 
 Each round boots N tiny guests (64 MiB, 1 vCPU, no disk) at once, one
 thread each, through a stand-in for ComputeManager whose
-``_do_build_and_run_instance`` creates the domain as nova's does. With the
-hook path active the method is hooked exactly as in nova-compute and the
-agent runs its passes in a thread (native-thread nova); inactive, the same
-method runs unhooked. Rounds alternate active and inactive, so both see
-the same machine state.
+``_do_build_and_run_instance`` creates the domain as nova's does. Modes:
+
+* ``hooks``: the method is hooked exactly as in nova-compute and the
+  nova plugin's agent runs its passes in a thread (native-thread nova;
+  incremental passes, no libvirt events: nova's driver owns the
+  process's event loop);
+* ``agent``: no hook; the binding agent (``nova-pinning agent``'s
+  ``service.BindingService``, libvirt events) runs in this process;
+* ``inactive``: the same method, unhooked, nothing running.
+
+Modes take turns within each round, in a rotating order, so all see the
+same machine state.
 
 Reported per mode (median over rounds): wall time of the burst (first
 create started to last create returned), and, when active: passes run
@@ -35,6 +43,7 @@ from oslo_config import cfg  # noqa: E402
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
 from nova_pinning_hooks.nova import agent  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
+from nova_pinning_hooks import service  # noqa: E402
 from tests.fixtures import register_nova_options  # noqa: E402
 
 URI = 'qemu:///system'
@@ -92,12 +101,19 @@ def pinned(dom):
     return info[0][1] and not info[0][0]  # on CPU 1 only
 
 
-def burst(conn, n, active, tmp, rnd):
+def burst(conn, n, mode, tmp, rnd):
     cls = type('Manager', (Manager,), {})
     cls.conn, cls.created = conn, {}
     a = None
-    if active:
+    active = mode != 'inactive'
+    if mode == 'hooks':
         a = agent.activate(conf_for(tmp), manager_cls=cls)
+    elif mode == 'agent':
+        a = service.BindingService(conf_for(tmp))
+        stop = threading.Event()
+        runner = threading.Thread(target=a.run, args=(stop,), daemon=True)
+        runner.start()
+    if active:
         a.coalescer.request('settle', wait=True, timeout=60)
         passes_before = a.coalescer.passes
     names = ['%s%s-%d' % (PREFIX, rnd, i) for i in range(n)]
@@ -128,8 +144,12 @@ def burst(conn, n, active, tmp, rnd):
             if pinned_at else None
         a.coalescer.request('final', wait=True, timeout=60)
         result['passes'] = a.coalescer.passes - passes_before
-        agent.deactivate()
-        hookpoints.uninstall(cls, 'bind_numa_affinity')
+        if mode == 'hooks':
+            agent.deactivate()
+            hookpoints.uninstall(cls, 'bind_numa_affinity')
+        else:
+            stop.set()
+            runner.join(30)
     cleanup(conn)
     return result
 
@@ -138,36 +158,44 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--guests', type=int, default=20)
     ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--modes', default='inactive,hooks,agent')
     args = ap.parse_args()
+    modes = args.modes.split(',')
     conn = libvirt.open(URI)
     cleanup(conn)
-    runs = {True: [], False: []}
+    runs = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as tmp:
         try:
             for rnd in range(args.rounds):
-                for active in (rnd % 2 == 0, rnd % 2 == 1):
-                    runs[active].append(burst(conn, args.guests, active,
-                                              tmp, '%d%d' % (rnd, active)))
+                order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
+                for mode in order:
+                    runs[mode].append(burst(conn, args.guests, mode, tmp,
+                                            '%d%s' % (rnd, mode[0])))
         finally:
             cleanup(conn)
-    off = statistics.median(r['wall'] for r in runs[False])
-    on = statistics.median(r['wall'] for r in runs[True])
-    print('| hook path | guests | rounds | burst wall time (s, median) | '
+    print('| mode | guests | rounds | burst wall time (s, median) | '
           'passes (median) | longest create->pinned (s) | '
-          'pinned after burst end (s) |')
-    print('|---|---|---|---|---|---|---|')
-    print('| inactive | %d | %d | %.2f | - | - | - |'
-          % (args.guests, args.rounds, off))
-    print('| active | %d | %d | %.2f | %s | %.2f | %.2f |' % (
-        args.guests, args.rounds, on,
-        statistics.median(r['passes'] for r in runs[True]),
-        max(r['latency'] for r in runs[True]),
-        max(r['after_burst'] for r in runs[True])))
-    print('\nwall time ratio active/inactive: %.3f; every guest pinned in '
-          'every round: %s; per round (active): %s; (inactive): %s' % (
-              on / off, all(r['all_pinned'] for r in runs[True]),
-              ['%.2f' % r['wall'] for r in runs[True]],
-              ['%.2f' % r['wall'] for r in runs[False]]))
+          'pinned after burst end (s) | every guest pinned |')
+    print('|---|---|---|---|---|---|---|---|')
+    for mode in modes:
+        rs = runs[mode]
+        wall = statistics.median(r['wall'] for r in rs)
+        if mode == 'inactive':
+            print('| %s | %d | %d | %.2f | - | - | - | - |'
+                  % (mode, args.guests, args.rounds, wall))
+            continue
+        print('| %s | %d | %d | %.2f | %s | %.2f | %.2f | %s |' % (
+            mode, args.guests, args.rounds, wall,
+            statistics.median(r['passes'] for r in rs),
+            max(r['latency'] for r in rs),
+            max(r['after_burst'] for r in rs),
+            all(r['all_pinned'] for r in rs)))
+    print()
+    for mode in modes:
+        print('%s: wall per round %s; longest create->pinned per round %s'
+              % (mode, ['%.2f' % r['wall'] for r in runs[mode]],
+                 ['%.2f' % r['latency'] for r in runs[mode]
+                  if r.get('latency') is not None]))
 
 
 if __name__ == '__main__':

@@ -176,13 +176,20 @@ pinning_opts = [
                   'more for a host CPU (host-side steal, %) is marked '
                   'in "nova-pinning status" and "nova-pinning top".'),
     cfg.StrOpt('metrics_textfile', default='',
-               help='Inside nova-compute, after each pass, write the '
+               help='After each pass in nova-compute (or in "nova-pinning '
+                    'agent"), write the '
                     'Prometheus metrics (as "nova-pinning metrics" '
                     'prints them) to this file, for node_exporter\'s '
                     'textfile collector: a *.prom file in its '
                     '--collector.textfile.directory, which the nova user '
                     'may write. Replaced atomically, mode 0644. Empty: '
                     'not written.'),
+    IntOpt('resync_interval', default=60, min=0, max=MAX_SECONDS,
+           help='Long-lived passes (the agent, nova-compute) read only '
+                'the domains that are new, re-created or named by a '
+                'libvirt event; every this many seconds one pass reads '
+                'every domain again, catching what no event tells (a '
+                'vCPU thread moved behind libvirt\'s back). 0: never.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

@@ -4,10 +4,14 @@
 Prometheus text format of a ``HostView`` (read by ``read_view``: the plan
 of the host, one bulk sample of vCPU counters, the ratio in force and its
 source, the isolation state) and of the passes so far (``PassStats``).
-nova-compute writes it after each pass to ``[nova_pinning]
-metrics_textfile`` for node_exporter's textfile collector
-(``write_textfile``); ``nova-pinning metrics`` prints it (without pass
-counters: that command runs no pass).
+The long-lived runners of passes (nova-compute's pass thread, the
+``nova-pinning agent`` worker) count their passes and, with
+``[nova_pinning] metrics_textfile`` set, write it after each pass for
+node_exporter's textfile collector (``PassMetrics``); ``nova-pinning
+metrics`` prints it and ``nova-pinning exporter`` serves it (without
+pass counters: they run no pass). Pass counters live as long as the
+process that counts them; a restart starts them again at zero, which
+Prometheus' ``rate`` and ``increase`` take as a counter reset.
 
 Names follow Prometheus conventions (base units, ``_seconds``,
 ``_total`` for counters). The per-vCPU counters keep the stems of the
@@ -38,13 +42,11 @@ import time
 
 from prometheus_client import core
 from prometheus_client import exposition as prom_exposition
-from prometheus_client import parser as prom_parser
 from prometheus_client import registry as prom_registry
 
 from nova_pinning_hooks import safefs
 
 PREFIX = 'nova_pinning_'
-TEXTFILE_LIMIT = 64 << 20  # bytes of an earlier textfile read back
 OUTCOMES = ('ok', 'failed', 'refused')
 
 
@@ -91,33 +93,6 @@ class PassStats:
             self.last_timestamp = time.time() if now is None else now
             self.last_seconds = result.seconds
             self.last_ok = outcome == 'ok'
-
-    def carry(self, text):
-        """Start from the pass counters of an earlier exposition (a pass
-        run in a child process continues its parent's counts); what
-        cannot be parsed is ignored: the counters then restart at 0."""
-        try:
-            families = list(prom_parser.text_string_to_metric_families(text))
-        except Exception:
-            return False
-        with self._lock:
-            for family in families:
-                for s in family.samples:
-                    self._carry_sample(s.name, s.labels, s.value)
-        return True
-
-    def _carry_sample(self, name, labels, value):
-        if name == PREFIX + 'passes_total' and \
-                labels.get('outcome') in self.passes:
-            self.passes[labels['outcome']] += int(value)
-        elif name == PREFIX + 'pass_duration_seconds_sum':
-            self.seconds_sum += value
-        elif name == PREFIX + 'pin_changes_total':
-            key = (labels.get('result', ''), labels.get('kind', ''))
-            self.changes[key] = self.changes.get(key, 0) + int(value)
-        elif name == PREFIX + 'libvirt_calls_total' and \
-                labels.get('kind') in self.calls:
-            self.calls[labels['kind']] += int(value)
 
 
 def read_view(rec, conf, plan=None, isolation=True):
@@ -360,15 +335,6 @@ def write_textfile(path, text):
                         create_dir=False)
 
 
-def read_textfile(path):
-    """The text of an earlier textfile, or '' if absent or unsafe."""
-    try:
-        return safefs.read_file(path, TEXTFILE_LIMIT,
-                                'metrics textfile').decode('utf-8')
-    except (OSError, UnicodeDecodeError):
-        return ''
-
-
 def after_pass(rec, conf, result, stats, log):
     """What nova-compute does after each pass: count it and, when
     ``[nova_pinning] metrics_textfile`` is set, write the textfile.
@@ -387,3 +353,16 @@ def after_pass(rec, conf, result, stats, log):
                     type(exc).__name__, exc)
         return False
 
+
+
+class PassMetrics:
+    """The pass counters of one long-lived process, and the textfile
+    written after each of its passes (``after_pass``)."""
+
+    def __init__(self, conf, log):
+        self.conf, self.log = conf, log
+        self.stats = PassStats()
+
+    def after_pass(self, rec, result):
+        """Never raises (see ``after_pass``)."""
+        return after_pass(rec, self.conf, result, self.stats, self.log)

@@ -21,6 +21,14 @@ Invariants:
   input was refused (``input``: nothing written) or the pass failed
   (``failed``: some writes may have been made, see ``applied``);
 * a second pass over an unchanged host makes zero libvirt writes;
+* with a ``model.HostModel`` (long-lived reconcilers: the agent, the nova
+  plugin) a pass reads only what the model cannot vouch for, and when
+  the model's generation and the settings equal those of the last
+  complete pass it reuses that pass's plan: no parsing, no planning, no
+  changes. The domains a pass wrote to are marked in the model, so the
+  next pass reads them back; every ``resync_interval`` seconds a pass
+  reads everything (what no event tells: a cgroup changed behind
+  libvirt's back);
 * ``Coalescer.request`` returns at once (unless asked to wait): a burst of
   requests arriving while a pass runs is served by exactly one more pass,
   which starts after the last of them.
@@ -115,10 +123,14 @@ def _cpuset_text(value):
 class Reconciler:
     """Runs passes against one libvirt connection, kept between passes."""
 
-    def __init__(self, conf, connect=None):
+    def __init__(self, conf, connect=None, model=None):
         self._conf = conf
         self._connect = connect
         self._host = None
+        self.model = model
+        self._next_resync = None
+        self._plan_key = None  # what the plan just made was made from
+        self._last = None  # (key, snapshot, plan) of the last complete pass
 
     def _adapter(self):
         if self._host is None:
@@ -130,9 +142,23 @@ class Reconciler:
                                  conf=self._conf)
         return self._host
 
+    def host(self):
+        """The libvirt adapter (``virt.Host``) passes use."""
+        return self._adapter()
+
     def read(self):
         """The live host as a snapshot dict (the ``snapshot`` command)."""
-        raw = self._adapter().read_snapshot()
+        if self.model is None:
+            raw = self._adapter().read_snapshot()
+        else:
+            interval = self._conf.nova_pinning.resync_interval
+            now = time.monotonic()
+            if interval and (self._next_resync is None or
+                             now >= self._next_resync):
+                if self._next_resync is not None:
+                    self.model.invalidate('periodic resync')
+                self._next_resync = now + interval
+            raw = self._adapter().read_snapshot(self.model)
         settings = host_settings(self._conf)
         for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
             settings[key] = _cpuset_text(settings[key])
@@ -147,8 +173,16 @@ class Reconciler:
     def plan(self, release=False):
         """Read and plan without writing: (snapshot, plan, changes).
         ``release``: the plan that puts managed guests on every CPU."""
-        snap = snapshot_mod.load(self.read(), from_libvirt=True,
-                                 **policy_overrides(self._conf))
+        raw = self.read()
+        overrides = policy_overrides(self._conf)
+        self._plan_key = None
+        if self.model is not None and not release:
+            self._plan_key = (self.model.generation, repr(sorted(
+                (k, v) for k, v in raw.items() if k != 'domains')),
+                repr(sorted(overrides.items())))
+            if self._last is not None and self._last[0] == self._plan_key:
+                return self._last[1], self._last[2], []
+        snap = snapshot_mod.load(raw, from_libvirt=True, **overrides)
         make = policy.release_plan if release else policy.make_plan
         p = make(snap.host, snap.guests, snap.options)
         return snap, p, plan_mod.changes(p, snap.guests,
@@ -210,6 +244,16 @@ class Reconciler:
                 if errors:
                     result.error = 'libvirt: %s' % errors[0]
                     result.error_kind = 'failed'
+                if self.model is not None:
+                    # Their XML changed: read it back next pass.
+                    for change in result.applied + [
+                            c for c, _ in result.skipped
+                            if hasattr(c, 'uuid')]:
+                        self.model.mark(change.uuid)
+            self._last = None
+            if self._plan_key is not None and not result.dry_run and \
+                    result.complete:
+                self._last = (self._plan_key, snap, p)
         finally:
             if hasattr(host, 'set_deadline'):
                 host.set_deadline(None)

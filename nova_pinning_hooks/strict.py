@@ -22,6 +22,7 @@ Invariants:
 
 import json
 import math
+import re
 
 # Enough for any 64-bit value; longer digit strings are refused before
 # any conversion (int() of a long string is quadratic).
@@ -32,6 +33,11 @@ INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 # limit.
 MAX_JSON_DEPTH = 32
 _MAX_FLOAT_TEXT = 64  # characters of a JSON number with a fraction
+
+
+# The only way a lone surrogate gets into a string parsed from valid
+# UTF-8 text is a JSON escape in the range D800-DFFF.
+_SURROGATE_ESCAPE = re.compile(r'\\u[dD][89a-fA-F]')
 
 
 class InputError(ValueError):
@@ -90,8 +96,9 @@ def _printable(text):
                              % show(text)) from None
 
 
-def _check_tree(value, max_depth):
-    """Depth and strings of a parsed document, without recursion."""
+def _check_tree(value, max_depth, strings=True):
+    """Depth (and, with ``strings``, the strings) of a parsed document,
+    without recursion."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -102,12 +109,26 @@ def _check_tree(value, max_depth):
             continue
         if depth > max_depth:
             raise InputError('nested deeper than %d levels' % max_depth)
-        if isinstance(item, dict):
-            for key, child in item.items():
-                _printable(key)
-                stack.append((child, depth + 1))
-        else:
-            stack.extend((child, depth + 1) for child in item)
+        children = item.values() if isinstance(item, dict) else item
+        if strings:
+            if isinstance(item, dict):
+                for key in item:
+                    _printable(key)
+            stack.extend((child, depth + 1) for child in children)
+        else:  # only containers matter
+            stack.extend((child, depth + 1) for child in children
+                         if isinstance(child, (dict, list)))
+
+
+def _may_hold_surrogates(text):
+    """False when no string parsed from ``text`` can hold a lone
+    surrogate: the text itself holds none and escapes none."""
+    if not text.isascii():
+        try:
+            text.encode('utf-8')
+        except UnicodeEncodeError:
+            return True
+    return _SURROGATE_ESCAPE.search(text) is not None
 
 
 def loads_json(data, what, max_bytes, max_depth=MAX_JSON_DEPTH):
@@ -145,7 +166,9 @@ def loads_json(data, what, max_bytes, max_depth=MAX_JSON_DEPTH):
     except ValueError as exc:  # json.JSONDecodeError
         raise InputError('%s is not valid JSON: %s' % (what, exc)) from None
     try:
-        _check_tree(value, max_depth)
+        # Walking every string is most of the cost of a large snapshot;
+        # one scan of the text tells whether any needs a look.
+        _check_tree(value, max_depth, strings=_may_hold_surrogates(data))
     except InputError as exc:
         raise InputError('%s: %s' % (what, exc)) from None
     return value

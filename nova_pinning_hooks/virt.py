@@ -35,10 +35,23 @@ Invariants:
   for which libvirt reports no ``vcpu.N.delay`` gets both counters from
   its vCPU threads' ``schedstat`` instead (``qemuproc.vcpu_schedstat``),
   never a mix of the two sources.
+* Incremental reads (``read_snapshot(model)``, ``model.HostModel``): one
+  listing call, then ``XMLDesc``, memory placement and thread affinity
+  only for the domains the model cannot vouch for. A connection opened
+  anew invalidates the model (events may have been missed meanwhile).
+* Events (``watch(model, on_change)``): on each connection it opens, the
+  Host registers for the domain events that can change what a plan is
+  made from (lifecycle, reboot, tunables such as pins, devices, metadata,
+  jobs) and for the connection's close; a callback only marks the model
+  and calls ``on_change``, which must return at once (a coalescer's
+  ``request``): it runs on libvirt's event thread and never calls libvirt.
+  libvirt's default event loop is process-wide and must be registered
+  before the connection opens (``start_event_loop``).
 """
 
 import collections
 import os
+import threading
 import time
 import typing
 
@@ -58,6 +71,41 @@ BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
 
 
 _now = time.monotonic  # the clock of samples; tests replace it
+
+# The domain events after which a domain's XML, memory or threads may
+# differ (a pin written live is a tunable event; a start, stop, resume
+# or migration a lifecycle one).
+EVENTS = ('LIFECYCLE', 'REBOOT', 'TUNABLE', 'DEVICE_ADDED', 'DEVICE_REMOVED',
+          'METADATA_CHANGE', 'JOB_COMPLETED')
+KEEPALIVE = (5, 3)  # interval (s), count: a dead daemon is seen in ~20 s
+
+_EVENT_LOOP = None
+_EVENT_LOOP_LOCK = threading.Lock()
+
+
+def start_event_loop():
+    """Register libvirt's default event implementation and run it in a
+    daemon thread; once per process, before any connection that is to
+    carry events opens. Not in nova-compute, whose libvirt driver owns
+    the process's event loop."""
+    global _EVENT_LOOP
+    with _EVENT_LOOP_LOCK:
+        if _EVENT_LOOP is not None:
+            return
+        libvirt.virEventRegisterDefaultImpl()
+        _EVENT_LOOP = threading.Thread(target=_run_event_loop,
+                                       name='nova-pinning-libvirt-events',
+                                       daemon=True)
+        _EVENT_LOOP.start()
+
+
+def _run_event_loop():
+    while True:
+        try:
+            libvirt.virEventRunDefaultImpl()
+        except Exception:  # keep the loop alive; a pause bounds a storm
+            LOG.exception('libvirt event loop iteration failed')
+            time.sleep(1)
 
 
 class LibvirtTimeout(Exception):
@@ -132,6 +180,9 @@ class Host:
         self._caps = None
         self._ncpus = None
         self._worker = None
+        self._model = None  # model.HostModel this Host keeps current
+        self._on_change = None
+        self._callbacks = []  # event callback ids on self._conn
         self.deadline = None  # time.monotonic() by which a pass must end
         self.calls = collections.Counter()
 
@@ -149,7 +200,57 @@ class Host:
             LOG.warning('libvirt connection to %s lost; reopening', self.uri)
             self._drop()
         self._conn = self._call('read', 'open', libvirt.open, self.uri)
+        if self._model is not None:
+            # Whatever happened while no connection was open is unknown.
+            self._model.invalidate('connection to %s opened' % self.uri)
+            if self._on_change is not None:
+                self._register_events()
         return self._conn
+
+    # -- events ---------------------------------------------------------
+
+    def watch(self, model, on_change):
+        """Keep ``model`` current with libvirt's events from now on;
+        ``on_change(reason)`` is called (on the event thread) after each
+        one. ``start_event_loop`` must have run before the connection
+        opens; an open connection is reopened so that it carries them."""
+        self._model, self._on_change = model, on_change
+        if self._conn is not None:
+            self._drop()
+        self._with_reconnect(self._connection)
+
+    def _register_events(self):
+        conn = self._conn
+        for name in EVENTS:
+            event = getattr(libvirt, 'VIR_DOMAIN_EVENT_ID_' + name, None)
+            if event is None:  # an older libvirt: resync covers it
+                continue
+            self._callbacks.append(self._call(
+                'read', 'domainEventRegisterAny', conn.domainEventRegisterAny,
+                None, event, self._domain_event, name))
+        self._call('read', 'registerCloseCallback',
+                   conn.registerCloseCallback, self._closed, None)
+        try:
+            self._call('read', 'setKeepAlive', conn.setKeepAlive,
+                       *KEEPALIVE)
+        except libvirt.libvirtError as exc:  # e.g. a local test driver
+            LOG.debug('libvirt keepalive not set: %s', exc)
+
+    def _domain_event(self, conn, dom, *args):
+        """Any domain event; ``args[-1]`` is the event's name. On
+        libvirt's event thread: mark and tell, nothing more."""
+        try:
+            self._model.mark(dom.UUIDString())  # local: no daemon call
+            self._on_change('%s event of %s' % (args[-1], dom.name()))
+        except Exception:  # never into libvirt's loop
+            LOG.exception('libvirt event not handled')
+
+    def _closed(self, conn, reason, opaque):
+        try:
+            self._model.invalidate('connection closed (reason %s)' % reason)
+            self._on_change('connection to %s closed' % self.uri)
+        except Exception:
+            LOG.exception('libvirt close event not handled')
 
     def _alive(self):
         try:
@@ -159,8 +260,19 @@ class Host:
 
     def _drop(self):
         conn, self._conn = self._conn, None
+        callbacks, self._callbacks = self._callbacks, []
 
         def close():
+            for callback in callbacks:
+                try:
+                    conn.domainEventDeregisterAny(callback)
+                except Exception:  # dead already: nothing to release
+                    break
+            if callbacks:
+                try:
+                    conn.unregisterCloseCallback()
+                except Exception:  # dead already: nothing to release
+                    LOG.debug('close callback not unregistered')
             try:
                 conn.close()
             except Exception:  # already dead: nothing to release
@@ -205,6 +317,9 @@ class Host:
     def _abandon(self):
         """Leave a hung connection to its worker: closed there, later."""
         conn, self._conn = self._conn, None
+        self._callbacks = []
+        if self._model is not None:
+            self._model.invalidate('libvirt call timed out')
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.retire((lambda: conn.close()) if conn is not None
@@ -231,9 +346,52 @@ class Host:
                 self._connection().getCapabilities))
         return self._caps
 
-    def read_snapshot(self):
-        """The live host: capabilities and the active domains."""
-        return self._with_reconnect(self._read)
+    def read_snapshot(self, model=None):
+        """The live host: capabilities and the active domains. With a
+        ``model.HostModel``, only what it cannot vouch for is read."""
+        if model is None:
+            return self._with_reconnect(self._read)
+        self._model = model
+        return self._with_reconnect(self._read_changed)
+
+    def _read_changed(self):
+        conn = self._connection()  # may invalidate the model: first
+        caps = self.capabilities()
+        model = self._model
+        everything, marked = model.take()
+        try:
+            doms = self._call('read', 'listAllDomains', conn.listAllDomains,
+                              libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+            # UUID, id and name are local to the domain object.
+            listing = [(d.UUIDString(), d.ID(), d.name()) for d in doms]
+            by_uuid = {entry[0]: (dom, entry)
+                       for dom, entry in zip(doms, listing)}
+            for uuid in model.to_fetch(listing, everything, marked):
+                dom, (_, dom_id, name) = by_uuid[uuid]
+                try:
+                    xml = self._call('read', 'XMLDesc', dom.XMLDesc, 0)
+                except libvirt.libvirtError as exc:
+                    if _code(exc) in GONE:
+                        LOG.info('guest %s went away while being read; '
+                                 'skipped', name)
+                        model.forget(uuid)
+                        continue
+                    raise
+                model.store(uuid, dom_id, name, xml,
+                            self._memory_reader(name),
+                            self._affinity(name) if self.kernel_affinity
+                            else None)
+        except BaseException:
+            model.give_back(everything, marked)
+            raise
+        domains = []
+        for d in model.domains(listing):
+            entry = {'xml': d.xml, 'active': True,
+                     'memory_by_node_kib': d.memory}
+            if d.affinity is not None:
+                entry['kernel_vcpu_affinity'] = d.affinity
+            domains.append(entry)
+        return {'version': 1, 'capabilities': caps, 'domains': domains}
 
     def _read(self):
         conn = self._connection()

@@ -13,6 +13,7 @@ listing and the pin, a busy domain, a connection closing). Use it through
 import collections
 import re
 import threading
+import time
 
 # Values as in libvirt's headers.
 VIR_DOMAIN_AFFECT_CURRENT = 0
@@ -37,6 +38,26 @@ VIR_ERR_OPERATION_TIMEOUT = 68
 VIR_FROM_QEMU = 10
 VIR_FROM_RPC = 7
 VIR_FROM_DOMAIN = 20
+
+VIR_DOMAIN_EVENT_ID_LIFECYCLE = 0
+VIR_DOMAIN_EVENT_ID_REBOOT = 1
+VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED = 15
+VIR_DOMAIN_EVENT_ID_TUNABLE = 17
+VIR_DOMAIN_EVENT_ID_DEVICE_ADDED = 19
+VIR_DOMAIN_EVENT_ID_JOB_COMPLETED = 21
+VIR_DOMAIN_EVENT_ID_METADATA_CHANGE = 23
+VIR_CONNECT_CLOSE_REASON_EOF = 1
+
+
+def virEventRegisterDefaultImpl():  # noqa: N802 - libvirt's name
+    return 0
+
+
+def virEventRunDefaultImpl():  # noqa: N802
+    # The fake delivers events synchronously (FakeHost.emit); the loop
+    # thread has nothing to do.
+    time.sleep(0.05)
+    return 0
 
 
 class libvirtError(Exception):  # noqa: N801 - libvirt's name
@@ -75,6 +96,11 @@ class FakeHost:
         # hang_after[method] = N.
         self.hang = {}
         self.hang_after = collections.Counter()
+        # Seconds each call to the daemon takes (a model of RPC latency).
+        self.latency = 0.0
+        self.next_id = 1
+        # Pin writes emit a tunable event, as libvirt's do.
+        self.auto_events = True
 
     def add_domain(self, name, vcpus, uuid=None, xml=None, active=True,
                    memory_by_node_kib=None):
@@ -89,7 +115,31 @@ class FakeHost:
         dom = FakeDomain(self, name, uuid, vcpus, xml, active,
                          memory_by_node_kib or {'0': 65536})
         self.domains[uuid] = dom
+        self.emit(dom, 'LIFECYCLE', 0, 0)  # started
         return dom
+
+    def emit(self, dom, event, *args):
+        """Deliver a domain event (``'TUNABLE'``, ...) to every open
+        connection's callbacks for it, in the caller's thread (libvirt's
+        event thread would call them)."""
+        event_id = globals()['VIR_DOMAIN_EVENT_ID_' + event]
+        for conn in list(self.connections):
+            for cb_event, cb_dom, cb, opaque in list(
+                    conn.callbacks.values()):
+                if conn.closed or cb_event != event_id or \
+                        cb_dom not in (None, dom):
+                    continue
+                cb(conn, dom, *args, opaque)
+
+    def restart_daemon(self):
+        """libvirtd restarted: connections close (their close callbacks
+        run), domains keep running."""
+        for conn in list(self.connections):
+            if not conn.closed:
+                conn.closed = True
+                if conn.close_callback is not None:
+                    cb, opaque = conn.close_callback
+                    cb(conn, VIR_CONNECT_CLOSE_REASON_EOF, opaque)
 
     def by_name(self, name):
         for dom in self.domains.values():
@@ -103,6 +153,8 @@ class FakeHost:
                                            'setNumaParameters'))
 
     def count(self, method):
+        if self.latency:
+            time.sleep(self.latency)
         with self.lock:
             self.calls[method] += 1
             if self.down:
@@ -136,6 +188,8 @@ class FakeDomain:
         self.vcpu_time = collections.Counter()
         self.vcpu_delay = collections.Counter()
         self.report_delay = True
+        self.id = host.next_id
+        host.next_id += 1
         for vcpu, cpus in re.findall(
                 r"<vcpupin vcpu='(\d+)' cpuset='([^']+)'", xml):
             self.vcpu_pins[int(vcpu)] = _expand(cpus)
@@ -146,6 +200,13 @@ class FakeDomain:
 
     def UUIDString(self):  # noqa: N802
         return self._uuid
+
+    def ID(self):  # noqa: N802
+        return self.id if self.active else -1
+
+    def _tuned(self):
+        if self._host.auto_events:
+            self._host.emit(self, 'TUNABLE', {})
 
     def _call(self, method):
         self._host.count(method)
@@ -209,21 +270,25 @@ class FakeDomain:
             raise libvirtError('vcpu %d is out of range of live cpu count'
                                % vcpu, VIR_ERR_INVALID_ARG)
         self.vcpu_pins[vcpu] = self._cpus(cpumap, flags)
+        self._tuned()
         return 0
 
     def pinEmulator(self, cpumap, flags):  # noqa: N802
         self._pin_faults('pinEmulator')
         self.emulator_pin = self._cpus(cpumap, flags)
+        self._tuned()
         return 0
 
     def pinIOThread(self, iothread, cpumap, flags):  # noqa: N802
         self._pin_faults('pinIOThread')
         self.iothread_pins[iothread] = self._cpus(cpumap, flags)
+        self._tuned()
         return 0
 
     def setNumaParameters(self, params, flags):  # noqa: N802
         self._pin_faults('setNumaParameters')
         self.numa_nodeset = params[VIR_DOMAIN_NUMA_NODESET]
+        self._tuned()
         return 0
 
     def vcpuPinInfo(self, flags):  # noqa: N802
@@ -241,6 +306,7 @@ class FakeDomain:
     def destroy(self):
         self._host.domains.pop(self._uuid, None)
         self.active = False
+        self._host.emit(self, 'LIFECYCLE', 5, 0)  # stopped
         return 0
 
 
@@ -250,6 +316,9 @@ class FakeConnection:
         self._host = host
         self.uri = uri
         self.closed = False
+        self.callbacks = {}  # id -> (event id, domain or None, cb, opaque)
+        self.close_callback = None
+        self.keepalive = None
 
     def _call(self, method):
         if self.closed:
@@ -262,6 +331,32 @@ class FakeConnection:
 
     def close(self):
         self.closed = True
+        return 0
+
+    def domainEventRegisterAny(self, dom, event_id, cb, opaque):  # noqa: N802
+        self._call('domainEventRegisterAny')
+        callback_id = len(self.callbacks) + 1
+        self.callbacks[callback_id] = (event_id, dom, cb, opaque)
+        return callback_id
+
+    def domainEventDeregisterAny(self, callback_id):  # noqa: N802
+        self._call('domainEventDeregisterAny')
+        del self.callbacks[callback_id]
+        return 0
+
+    def registerCloseCallback(self, cb, opaque):  # noqa: N802
+        self._call('registerCloseCallback')
+        self.close_callback = (cb, opaque)
+        return 0
+
+    def unregisterCloseCallback(self):  # noqa: N802
+        self._call('unregisterCloseCallback')
+        self.close_callback = None
+        return 0
+
+    def setKeepAlive(self, interval, count):  # noqa: N802
+        self._call('setKeepAlive')
+        self.keepalive = (interval, count)
         return 0
 
     def getCapabilities(self):  # noqa: N802

@@ -51,7 +51,8 @@ for e in "${envs[@]}"; do
     if [ "$e" != pep8 ] && [ -x ".tox/$e/bin/stestr" ]; then
         # Each tox env ran stestr last; read its counts back.
         counts=$(".tox/$e/bin/stestr" last 2>/dev/null | \
-                 sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p')
+                 sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p' \
+                 || true)  # stestr last exits 1 after a failed run
         p=$(awk '$1=="Passed"{print $2}' <<<"$counts"); p=${p:-0}
         f=$(awk '$1=="Failed"{print $2}' <<<"$counts"); f=${f:-0}
         s=$(awk '$1=="Skipped"{print $2}' <<<"$counts"); s=${s:-0}

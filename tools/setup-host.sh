@@ -50,13 +50,20 @@ id libvirt-qemu >/dev/null 2>&1 || \
 mkdir -p /var/log/libvirt/qemu /var/run/libvirt /var/lib/libvirt/qemu \
          /var/cache/libvirt/qemu "$state"
 
+# Daemons must not inherit our descriptors: a lock held by whoever runs
+# this script (flock around a test run) would otherwise stay held by
+# libvirtd for as long as it runs.
+daemon() {
+    python3 -c 'import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])' "$@"
+}
+
 answering() {
     timeout 10 virsh -q -c "$uri" version >/dev/null 2>&1
 }
 
 if ! pgrep -x virtlogd >/dev/null; then
     log "starting virtlogd"
-    virtlogd -d
+    daemon virtlogd -d
 fi
 if ! answering; then
     if pgrep -x libvirtd >/dev/null; then
@@ -67,7 +74,7 @@ if ! answering; then
     fi
     rm -f /var/run/libvirtd.pid
     log "starting libvirtd"
-    libvirtd -d
+    daemon libvirtd -d
     for _ in $(seq 100); do answering && break; sleep 0.3; done
     if ! answering; then
         echo "setup-host.sh: libvirtd did not answer on $uri within 30 s" >&2

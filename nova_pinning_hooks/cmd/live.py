@@ -169,29 +169,12 @@ def cmd_exporter(conf):
     return ''
 
 
-def _count_pass(rec, conf, result):
-    """``rebind --write-metrics``: a pass run for nova-compute in a child
-    process continues the counters of the textfile it replaces."""
-    import logging as std_logging
-
-    from nova_pinning_hooks import metrics
-    path = conf.nova_pinning.metrics_textfile
-    if not path:
-        return
-    stats = metrics.PassStats()
-    stats.carry(metrics.read_textfile(path))
-    metrics.after_pass(rec, conf, result, stats,
-                       std_logging.getLogger(__name__))
-
-
 @_guard
 def cmd_rebind(conf, release=False):
     rec = _reconciler(conf)
     try:
         result = rec.run_pass(dry_run=conf.command.dry_run,
                               log_errors=False, release=release)
-        if getattr(conf.command, 'write_metrics', False):
-            _count_pass(rec, conf, result)
     finally:
         rec.close()
     if result.error and result.error_kind == 'input':
@@ -330,3 +313,31 @@ def cmd_top(conf):
         return ''
     finally:
         rec.close()
+
+
+def cmd_agent(conf):
+    """Run the binding agent until SIGTERM/SIGINT (exit 0)."""
+    import signal
+    import sys
+    import threading
+
+    from nova_pinning_hooks import service
+    uri = getattr(conf.command, 'connection', None)
+    if uri:
+        conf.set_override('connection_uri', uri, group='nova_pinning')
+    # Settings are checked once up front, so a broken configuration is
+    # exit 2 and not a stream of failing passes.
+    try:
+        reconciler.host_settings(conf)
+    except reconciler.SettingsError as exc:
+        raise common.UsageError(str(exc)) from None
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    agent = service.BindingService(conf)
+    agent.run(stop, requests=sys.stdin if conf.command.requests_on_stdin
+              else None)
+    return ''

@@ -12,12 +12,16 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``top [--interval SECONDS] [--once] [--threshold PCT]``: the same,
   refreshing in the terminal until ``q`` or Ctrl-C;
 * ``metrics [--connection URI]``: the Prometheus metrics of the host
-  (what nova-compute writes to ``[nova_pinning] metrics_textfile``);
+  (what nova-compute and ``agent`` write to ``[nova_pinning]
+  metrics_textfile`` after each pass);
 * ``exporter --listen ADDR:PORT``: serve those metrics on /metrics,
   read afresh at every scrape, until Ctrl-C;
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
-  guest back on all online CPUs.
+  guest back on all online CPUs;
+* ``agent [--connection URI] [--requests-on-stdin]``: the long-lived
+  agent in the foreground (``service``); SIGTERM or SIGINT stop it
+  (exit 0).
 
 Exit status (``cmd.common``): 0 done, every change written; 1 a pass
 failed or was cut short, or changes were skipped; 2 bad input or
@@ -25,7 +29,6 @@ configuration (one message on stderr, nothing printed on stdout, nothing
 changed).
 """
 
-import argparse
 import json
 import sys
 
@@ -72,12 +75,6 @@ def _add_parsers(subparsers):
         if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')
-        if name == 'rebind':
-            # Passes run out of nova-compute's process use it (see
-            # nova.agent): count the pass into [nova_pinning]
-            # metrics_textfile.
-            sp.add_argument('--write-metrics', action='store_true',
-                            help=argparse.SUPPRESS)
         if name == 'exporter':
             sp.add_argument('--listen', required=True,
                             type=common.listen_arg, metavar='ADDR:PORT',
@@ -93,6 +90,11 @@ def _add_parsers(subparsers):
                             help='mark guests with at least this steal %% '
                                  '(default: [nova_pinning] '
                                  'steal_warning_percent)')
+        if name == 'agent':
+            sp.add_argument('--requests-on-stdin', action='store_true',
+                            help='each line on standard input requests a '
+                                 'pass; its end stops the agent (the '
+                                 'worker nova-compute starts)')
         sp.set_defaults(func=func)
 
 
@@ -147,6 +149,8 @@ _LIVE_COMMANDS = (
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
     ('release', _live('cmd_release'),
      'put every managed guest back on all CPUs (after switching off)'),
+    ('agent', _live('cmd_agent'),
+     'keep the host bound: passes on libvirt events, in the foreground'),
 )
 
 

@@ -17,21 +17,31 @@ Invariants:
 * nothing here blocks a caller: requests go to a ``Coalescer`` whose
   worker runs the passes;
 * in native-thread nova the worker is a daemon thread running the pass in
-  this process; when eventlet has monkey-patched ``threading`` (older
-  nova, or ``concurrency_backend = eventlet``) a libvirt call would freeze
-  every green thread, so each pass runs in a child process
-  (``nova-pinning rebind`` with nova's own configuration files);
+  this process, with a ``model.HostModel`` so that each pass reads only
+  the domains that are new or re-created (and all of them every
+  ``resync_interval``). It registers no libvirt events: libvirt's event
+  loop is process-wide and nova's driver owns it in nova-compute; the
+  hooks say when nova changed something.
+* when eventlet has monkey-patched ``threading`` (older nova, or
+  ``concurrency_backend = eventlet``) a libvirt call would freeze every
+  green thread, so passes run in one long-lived worker process,
+  ``nova-pinning agent --requests-on-stdin`` with nova's own
+  configuration files (``service.BindingService``: its own connection,
+  model and libvirt events); each request is one line written to its
+  standard input without blocking, and a worker that died is started
+  again at the next request;
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
 * after each pass, with ``[nova_pinning] metrics_textfile`` set, the
-  Prometheus textfile is rewritten (``metrics.after_pass``) by whoever
-  ran the pass: the worker thread, or the child process, which carries
-  the pass counters on from the file it replaces. No port is opened;
-  a metrics failure is a logged warning, never a failed pass;
+  Prometheus textfile is rewritten (``metrics.PassMetrics``) by whoever
+  ran the pass: the pass thread here, or the worker process. No port is
+  opened; a metrics failure is a logged warning, never a failed pass;
 * every failure is logged; none reaches nova.
 """
 
 import collections
+import errno
+import fcntl
 import os
 import subprocess
 import sys
@@ -41,12 +51,13 @@ import time
 from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import metrics
+from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import overcommit
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
-PASS_TIMEOUT = 300
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
 
 _AGENT = None
@@ -70,15 +81,17 @@ class Agent:
         self.out_of_process = (eventlet_patched() if out_of_process is None
                                else out_of_process)
         self.reconciler = (None if self.out_of_process
-                           else reconciler.Reconciler(conf))
+                           else reconciler.Reconciler(
+                               conf, model=model_mod.HostModel()))
+        self.worker = None  # the agent process, when out of process
+        self.worker_starts = 0
         self.coalescer = reconciler.Coalescer(
             self._run_pass, delay=group.coalesce_delay)
         self.interval = group.periodic_interval
-        self.metrics_textfile = group.metrics_textfile
         self._stop = threading.Event()
         self._timer = None
         self.last_result = None
-        self.pass_stats = None  # metrics.PassStats, made by the first pass
+        self.pass_metrics = metrics.PassMetrics(conf, LOG)
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
         # The node whose inventory sets the ratio: a libvirt nova-compute
@@ -147,17 +160,7 @@ class Agent:
             self.last_result = self._pass_in_child()
         else:
             self.last_result = self.reconciler.run_pass()
-            self._metrics(self.last_result)
-
-    def _metrics(self, result):
-        try:
-            from nova_pinning_hooks import metrics
-            if self.pass_stats is None:
-                self.pass_stats = metrics.PassStats()
-            metrics.after_pass(self.reconciler, self.conf, result,
-                               self.pass_stats, LOG)
-        except Exception as exc:  # never the pass's or nova's problem
-            LOG.warning('nova-pinning-hooks: metrics not written: %s', exc)
+            self.pass_metrics.after_pass(self.reconciler, self.last_result)
 
     def child_argv(self):
         argv = [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning']
@@ -165,31 +168,51 @@ class Agent:
             argv += ['--config-file', path]
         for path in getattr(self.conf, 'config_dir', None) or ():
             argv += ['--config-dir', path]
-        argv.append('rebind')
-        if self.metrics_textfile:
-            argv.append('--write-metrics')
-        return argv
+        return argv + ['agent', '--requests-on-stdin']
 
     def _pass_in_child(self):
+        """Hand the request to the worker process (started, or started
+        again, here); True once written."""
+        worker = self.worker
+        if worker is None or worker.poll() is not None:
+            if worker is not None:
+                LOG.error('nova-pinning-hooks: pass worker exited %s; '
+                          'starting it again', worker.returncode)
+            try:
+                worker = self.worker = subprocess.Popen(
+                    self.child_argv(), stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL, close_fds=True)
+            except OSError as exc:
+                LOG.error('nova-pinning-hooks: pass worker not started: '
+                          '%s', exc)
+                self.worker = None
+                return False
+            self.worker_starts += 1
+            fd = worker.stdin.fileno()
+            fcntl.fcntl(fd, fcntl.F_SETFL,
+                        fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         try:
-            proc = subprocess.run(
-                self.child_argv(), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                timeout=PASS_TIMEOUT, check=False, close_fds=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            LOG.error('nova-pinning-hooks: pass process failed: %s', exc)
-            return exc
-        if proc.returncode:
-            tail = proc.stderr.decode('utf-8', 'replace').strip()
-            LOG.error('nova-pinning-hooks: pass process exited %d: %s',
-                      proc.returncode, tail.splitlines()[-1] if tail else '')
-        return proc.returncode
+            os.write(worker.stdin.fileno(), b'pass\n')
+        except OSError as exc:
+            if exc.errno == errno.EAGAIN:
+                return True  # the pipe is full: passes are pending
+            LOG.error('nova-pinning-hooks: pass worker unreachable: %s',
+                      exc)
+            return False
+        return True
 
     def stop(self):
         self._stop.set()
         self.coalescer.stop()
         if self.reconciler is not None:
             self.reconciler.close()
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.stdin.close()  # its end of input: it stops
+            try:
+                worker.wait(15)
+            except subprocess.TimeoutExpired:
+                worker.kill()
 
 
 def in_nova_compute():
@@ -208,7 +231,7 @@ def _install_driver_hooks(driver_cls=None):
             from nova.virt.libvirt import driver as libvirt_driver
             driver_cls = libvirt_driver.LibvirtDriver
         hookpoints.install(driver_cls, ['update_provider_tree'], RATIO_HOOK)
-        migration.install()
+        migration.install(driver_cls=driver_cls)
     except Exception:
         LOG.exception('nova-pinning-hooks: libvirt driver hooks not '
                       'installed: the ratio stays the configured one and '

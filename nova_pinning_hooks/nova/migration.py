@@ -1,18 +1,30 @@
-"""Live migration: wrap nova's destination-XML function.
+"""Live migration and rescue: nova's guest XML without our pins.
 
-``install()`` replaces ``nova.virt.libvirt.migration.get_updated_guest_xml``
-(which ``LibvirtDriver._live_migration_operation`` looks up on the module
-at each migration) with a wrapper that returns nova's XML with our pins
-taken out (``migratexml.strip_pins``).
+Two places in nova's libvirt driver turn a guest's *live* XML, which
+carries our live-only pins, into a domain definition:
+
+* ``nova.virt.libvirt.migration.get_updated_guest_xml`` builds the
+  destination XML of a live migration from ``dumpxml --migratable``
+  (``LibvirtDriver._live_migration_operation`` looks it up on the module
+  at each migration);
+* ``LibvirtDriver._get_existing_domain_xml`` returns the live XML, which
+  ``rescue`` saves as ``unrescue.xml`` and ``unrescue`` defines again as
+  the persistent domain, and which ``resume`` re-creates the guest from.
+
+``install()`` wraps both so that what they return has our pins taken
+out (``migratexml.strip_pins``); the pass after the operation binds the
+guest again.
 
 Invariants:
 
 * it works from activation on, whatever any pass did or is doing: the
   XML nova built is edited, not the guest, and no libvirt call or lock
   is involved, so a source whose pass is in flight changes nothing;
-* it never fails a migration: if stripping fails for any reason, nova's
-  XML is returned as nova made it, and the failure is logged;
-* idempotent, and ``uninstall`` restores nova's function (tests).
+* it never fails nova's operation: if stripping fails for any reason,
+  nova's XML is returned as nova made it, and the failure is logged;
+* nova-placed guests (an instance NUMA topology) are returned unchanged
+  (``migratexml``);
+* idempotent, and ``uninstall`` restores nova's functions (tests).
 """
 
 import functools
@@ -24,6 +36,7 @@ from nova_pinning_hooks import migratexml
 LOG = logging.getLogger(__name__)
 MARK = '_nova_pinning_strip'
 FUNCTION = 'get_updated_guest_xml'
+METHOD = '_get_existing_domain_xml'
 
 
 def _module():
@@ -31,40 +44,60 @@ def _module():
     return migration
 
 
-def install(module=None):
-    """Wrap the destination-XML function; True if wrapped now or before,
-    False if this nova has none (logged)."""
-    module = module or _module()
-    original = getattr(module, FUNCTION, None)
-    if original is None:
-        LOG.warning('nova-pinning-hooks: %s has no %s: live migrations '
-                    'carry our pins', module.__name__, FUNCTION)
-        return False
-    if getattr(original, MARK, False):
-        return True
+def _driver_class():
+    from nova.virt.libvirt import driver
+    return driver.LibvirtDriver
 
+
+def _stripping(original, what):
     @functools.wraps(original)
-    def get_updated_guest_xml(*args, **kwargs):
+    def wrapper(*args, **kwargs):
         xml = original(*args, **kwargs)
         try:
             stripped, removed = migratexml.strip_pins(xml)
-        except Exception:  # never fail nova's migration for this
+        except Exception:  # never fail nova's operation for this
             LOG.exception('nova-pinning-hooks: could not take our pins out '
-                          'of the live migration XML; sent as nova made it')
+                          'of the %s; used as nova made it', what)
             return xml
         if removed:
             LOG.info('nova-pinning-hooks: %d pin element(s) left out of the '
-                     'live migration XML; the destination binds the guest',
-                     removed)
+                     '%s; the next pass binds the guest', removed, what)
         return stripped
 
-    setattr(get_updated_guest_xml, MARK, True)
-    setattr(module, FUNCTION, get_updated_guest_xml)
+    setattr(wrapper, MARK, True)
+    return wrapper
+
+
+def _wrap(owner, name, what):
+    original = owner.__dict__.get(name) if isinstance(owner, type) else \
+        getattr(owner, name, None)
+    if original is None:
+        LOG.warning('nova-pinning-hooks: %s has no %s: the %s carries our '
+                    'pins', getattr(owner, '__name__', owner), name, what)
+        return False
+    if not getattr(original, MARK, False):
+        setattr(owner, name, _stripping(original, what))
     return True
 
 
-def uninstall(module=None):
-    module = module or _module()
-    current = getattr(module, FUNCTION, None)
+def _unwrap(owner, name):
+    current = owner.__dict__.get(name) if isinstance(owner, type) else \
+        getattr(owner, name, None)
     if getattr(current, MARK, False):
-        setattr(module, FUNCTION, current.__wrapped__)
+        setattr(owner, name, current.__wrapped__)
+
+
+def install(module=None, driver_cls=None):
+    """Wrap the live migration XML function and the driver's existing-XML
+    method; True if both are wrapped (now or before), False if this nova
+    lacks one of them (logged)."""
+    module = module or _module()
+    driver_cls = driver_cls or _driver_class()
+    migrating = _wrap(module, FUNCTION, 'live migration XML')
+    existing = _wrap(driver_cls, METHOD, 'XML kept for unrescue and resume')
+    return migrating and existing
+
+
+def uninstall(module=None, driver_cls=None):
+    _unwrap(module or _module(), FUNCTION)
+    _unwrap(driver_cls or _driver_class(), METHOD)

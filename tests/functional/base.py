@@ -160,6 +160,13 @@ class FunctionalTestCase(testtools.TestCase):
     def cli(self, *args):
         """Run ``nova-pinning`` in its own process, with this test's
         configuration written to a file."""
+        return subprocess.run(
+            self.cli_argv(*args), capture_output=True, text=True,
+            timeout=120, cwd=TOP)
+
+    def cli_argv(self, *args):
+        """The command line of ``nova-pinning``, with this test's
+        configuration written to a file."""
         path = os.path.join(self.tmp, 'nph.conf')
         group = self.conf.nova_pinning
         with open(path, 'w') as f:
@@ -170,7 +177,5 @@ class FunctionalTestCase(testtools.TestCase):
                 value = getattr(group, key)
                 if value is not None:
                     f.write('%s = %s\n' % (key, value))
-        return subprocess.run(
-            [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning',
-             '--config-file', path] + list(args),
-            capture_output=True, text=True, timeout=120, cwd=TOP)
+        return [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning',
+                '--config-file', path] + list(args)

@@ -171,6 +171,10 @@ t.join()
 report['longest_tick_gap_during_pass'] = gaps[0]
 report['last_pass'] = repr(a.last_result if a.out_of_process
                            else getattr(a.last_result, 'error', 'n/a'))
+report['worker_alive'] = a.worker is not None and a.worker.poll() is None
+report['worker_starts'] = a.worker_starts
+if a.out_of_process:
+    time.sleep(1.5)  # the worker's passes, for its log on our stderr
 print('REPORT ' + json.dumps(report))
 sys.stdout.flush()
 os._exit(0)  # nova's service machinery is not running: skip its teardown

@@ -71,6 +71,7 @@ class NovaChildTestCase(testtools.TestCase):
                  if x.startswith('REPORT ')]
         self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
         self.assertEqual(1, len(lines), proc.stdout + proc.stderr[-3000:])
+        self.stderr = proc.stderr
         with open(os.path.join(tmp, 'overcommit.json')) as f:
             self.overcommit = json.load(f)
         return json.loads(lines[0][len('REPORT '):])
@@ -125,8 +126,18 @@ class TestEventletMode(NovaChildTestCase):
         report = self.run_child('eventlet', fake=False)
         self.check_common(report)
         self.assertTrue(report['eventlet_patched'])
-        # Passes run in a child process (nova-pinning rebind with nova's
-        # configuration files) against this host's libvirtd, exit 0.
+        # Passes run in one long-lived worker process (nova-pinning agent
+        # with nova's configuration files) against this host's libvirtd:
+        # started once, each request a line on its stdin.
         self.assertTrue(report['out_of_process'])
-        self.assertEqual('0', report['first_pass'])
-        self.assertEqual('0', report['last_pass'])
+        self.assertEqual('True', report['first_pass'])
+        self.assertEqual('True', report['last_pass'])
+        self.assertTrue(report['worker_alive'])
+        self.assertEqual(1, report['worker_starts'])
+        # Its passes (logged on nova-compute's stderr, which it shares)
+        # ran and failed none.
+        passes = [x for x in self.stderr.splitlines()
+                  if 'rebinding pass:' in x]
+        self.assertTrue(passes, self.stderr[-3000:])
+        self.assertNotIn('rebinding pass failed', self.stderr)
+        self.assertNotIn('rebinding pass not run', self.stderr)

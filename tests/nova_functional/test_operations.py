@@ -243,7 +243,8 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         dom = conn.lookupByUUIDString(server['id'])
         dom._def['cpu_pins'] = {'0': '7'}
         dom._def['emulator_pin'] = '7'
-        self.assertIn('vcpupin', dom.XMLDesc(0))
+        self.source_xml = dom.XMLDesc(0)
+        self.assertIn('vcpupin', self.source_xml)
 
     def run_sequence(self):
         """Every operation once; returns (outcomes, pass requests as
@@ -283,8 +284,11 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         step('unpause', lambda: self._unpause_server(server))
         step('suspend', lambda: self._suspend_server(server))
         step('resume', lambda: self._resume_server(server))
+        # Rescue keeps the live XML (with the pins a pass wrote) as
+        # unrescue.xml, and unrescue defines it as the guest.
+        self.pin_on_source(server)
         step('rescue', lambda: self._rescue_server(server))
-        step('unrescue', lambda: self._unrescue_server(server))
+        step('unrescue', lambda: self._unrescue_and_keep_xml(server))
         step('resize', lambda: self._resize_server(server, big))
         step('confirm resize', lambda: self._confirm_resize(server))
         step('resize', lambda: self._resize_server(server, small))
@@ -317,6 +321,13 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
             server, host=self.migrate_to))
         step('delete', lambda: self._delete_server(server))
         return results, requests
+
+    def _unrescue_and_keep_xml(self, server):
+        server = self._unrescue_server(server)
+        conn = self.computes[self.host_of(server)].driver._host \
+            .get_connection()
+        self.unrescued_xml = conn.lookupByUUIDString(server['id']).XMLDesc(0)
+        return server
 
     def _pause_server(self, server):
         self.api.post_server_action(server['id'], {'pause': {}})
@@ -353,6 +364,9 @@ class TestOperationsOff(OperationsTestBase):
     def test_every_operation(self):
         results, _ = self.run_sequence()
         self.check_outcomes(results)
+        # Without the package, the pins written live before rescue come
+        # back as the guest's definition after unrescue.
+        self.assertIn('vcpupin', self.unrescued_xml)
 
 
 class TestOperationsOn(OperationsTestBase):
@@ -383,8 +397,14 @@ class TestOperationsOn(OperationsTestBase):
         dest = etree.fromstring(self.destination_xml)
         self.assertIsNone(dest.find('cputune/vcpupin'))
         self.assertIsNone(dest.find('cputune/emulatorpin'))
-        self.assertEqual(self.destination_xml.count('<disk'),
+        self.assertEqual(self.source_xml.count('<disk'),
                          self.destination_xml.count('<disk'))
+        self.assertGreater(self.destination_xml.count('<disk'), 0)
+
+        # Unrescue defined the guest from XML without our pins.
+        unrescued = etree.fromstring(self.unrescued_xml)
+        self.assertIsNone(unrescued.find('cputune/vcpupin'))
+        self.assertIsNone(unrescued.find('cputune/emulatorpin'))
 
     def write_table(self, requests):
         path = os.environ.get('NPH_NOVA_TABLE')

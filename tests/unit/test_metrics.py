@@ -107,7 +107,7 @@ class TestPassStats(testtools.TestCase):
     def result(self, **kw):
         return reconciler.PassResult(**kw)
 
-    def test_counts_carry_over_through_the_textfile(self):
+    def test_counts_by_outcome_kind_and_result(self):
         from nova_pinning_hooks import plan as plan_mod
         c1 = plan_mod.PinChange('u', 'g', 'vcpu', 0, None, frozenset({1}))
         c2 = plan_mod.PinChange('u', 'g', 'emulator', None, None,
@@ -138,22 +138,6 @@ class TestPassStats(testtools.TestCase):
         self.assertEqual(7, value(text, 'nova_pinning_libvirt_calls_total',
                                   kind='read'))
         self.assertEqual(0, value(text, 'nova_pinning_last_pass_success'))
-        carried = metrics.PassStats()
-        self.assertTrue(carried.carry(text))
-        carried.record(self.result(calls={'read': 1}, seconds=1.0))
-        again = metrics.exposition(metrics.HostView(), carried)
-        self.assertEqual(2, value(again, 'nova_pinning_passes_total',
-                                  outcome='ok'))
-        self.assertEqual(8, value(again, 'nova_pinning_libvirt_calls_total',
-                                  kind='read'))
-        self.assertEqual(1.75, value(
-            again, 'nova_pinning_pass_duration_seconds_sum'))
-        self.assertEqual(4, value(
-            again, 'nova_pinning_pass_duration_seconds_count'))
-        # Garbage is ignored: the counters restart.
-        fresh = metrics.PassStats()
-        self.assertFalse(fresh.carry('nova_pinning_passes_total{ 1 2 3'))
-        self.assertEqual(0, sum(fresh.passes.values()))
 
 
 class TestTextfileInNovaCompute(testtools.TestCase):
@@ -207,39 +191,39 @@ class TestTextfileInNovaCompute(testtools.TestCase):
     def test_off_by_default(self):
         conf = nova_like_conf(self)
         a = self.run_passes(conf, 1)
-        self.assertEqual(1, a.pass_stats.passes['ok'])
+        self.assertEqual(1, a.pass_metrics.stats.passes['ok'])
         self.assertEqual([], os.listdir(self.dir))
 
-    def test_child_pass_asks_for_metrics_and_carries_counters(self):
-        conf = nova_like_conf(self, metrics_textfile=self.path)
-        a = agent.Agent(conf, out_of_process=True)
-        self.addCleanup(a.stop)
-        self.assertEqual(['rebind', '--write-metrics'], a.child_argv()[-2:])
-        plain = nova_like_conf(self)
-        b = agent.Agent(plain, out_of_process=True)
-        self.addCleanup(b.stop)
-        self.assertEqual('rebind', b.child_argv()[-1])
 
+class TestTextfileInTheAgent(testtools.TestCase):
+    """``nova-pinning agent`` (``service.BindingService``), which is also
+    nova-compute's worker process under eventlet, writes it too."""
 
-class TestRebindWriteMetrics(LiveCliTestCase):
-
-    def test_child_pass_continues_the_counts(self):
-        path = os.path.join(self.tmp, 'nph.prom')
-        self.write_config(allocation_ratio=4.0, metrics_textfile=path)
-        for _ in range(3):
-            code, out, err = self.run_cli('rebind', '--write-metrics')
-            self.assertEqual(0, code, err)
+    def test_written_after_each_pass_with_counts_of_the_process(self):
+        from nova_pinning_hooks import service
+        fake = self.useFixture(
+            FakeLibvirtFixture(hosts.load('small-1node'))).host
+        fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova_pinning.prom')
+        conf = nova_like_conf(self, metrics_textfile=path,
+                              allocation_ratio=4.0)
+        svc = service.BindingService(conf, events=False)
+        self.addCleanup(svc.stop)
+        svc.start()
+        for i in range(3):
+            self.assertTrue(svc.coalescer.request('t%d' % i, wait=True,
+                                                  timeout=30))
         with open(path) as f:
             text = f.read()
-        self.assertEqual(3, value(text, 'nova_pinning_passes_total',
-                                  outcome='ok'))
-        # a's two vCPUs and b's one, pinned by the first pass only.
-        self.assertEqual(3, value(text, 'nova_pinning_pin_changes_total',
+        self.assertEqual(svc.coalescer.passes, value(
+            text, 'nova_pinning_passes_total', outcome='ok'))
+        self.assertGreaterEqual(svc.coalescer.passes, 3)
+        # g's two vCPUs, written by the first pass only.
+        self.assertEqual(2, value(text, 'nova_pinning_pin_changes_total',
                                   result='applied', kind='vcpu'))
-        # A manual rebind (no --write-metrics) leaves the file alone.
-        before = os.stat(path).st_mtime_ns
-        self.assertEqual(0, self.run_cli('rebind')[0])
-        self.assertEqual(before, os.stat(path).st_mtime_ns)
+        self.assertEqual(1, value(text, 'nova_pinning_guests',
+                                  mode='dedicated', node='0'))
 
 
 class TestExporter(LiveCliTestCase):

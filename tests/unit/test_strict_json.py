@@ -24,6 +24,9 @@ class TestLoadsJson(testtools.TestCase):
         ('{"a": 1, "a": 2}', "key 'a' appears twice"),
         ('{"a": "\\udc00"}', 'lone surrogate'),
         ('{"\\ud800": 1}', 'lone surrogate'),
+        ('{"a": ["x", {"b": "\\uDBFF"}]}', 'lone surrogate'),
+        ('{"a": "\ud800"}', 'lone surrogate'),  # raw, in text input
+        ('{"\udfff": "ok"}', 'lone surrogate'),
         ('[' * 33 + ']' * 33, 'nested deeper than 32'),
         ('[' * 100000 + ']' * 100000, 'nested deeper than 32'),
         ('{"a": ', 'not valid JSON'),
@@ -49,6 +52,8 @@ class TestLoadsJson(testtools.TestCase):
                 ('{"a": [1, 2.5, -3, true, null, "\\u00e9"]}',
                  {'a': [1, 2.5, -3, True, None, '\u00e9']}),
                 ('[' * 32 + ']' * 32, eval('[' * 32 + ']' * 32)),
+                ('{"a": "\\ud83d\\ude00"}', {'a': '\U0001f600'}),
+                ('{"a": "\\\\ud800"}', {'a': '\\ud800'}),
                 (b'{"\xc3\xa9": 9223372036854775807}',
                  {'\u00e9': 2 ** 63 - 1})]:
             self.assertEqual(value, strict.loads_json(text, 'doc', 1 << 20))

@@ -19,7 +19,7 @@ from nova_pinning_hooks.isolation import report
 from tests.unit.isolation import base
 
 FAKE = '''#!{python}
-import json, sys
+import json, os, sys
 units_path, log_path = {units!r}, {log!r}
 argv = sys.argv[1:]
 with open(log_path, 'a') as f:
@@ -41,8 +41,11 @@ elif argv[:2] == ['set-property', '--runtime']:
     for kv in argv[3:]:
         key, value = kv.split('=', 1)
         props[key] = value
-    with open(units_path, 'w') as f:
+    # Atomic, like the test's own writes: the test reads and rewrites
+    # this file while the agent runs us.
+    with open(units_path + '.tmp', 'w') as f:
         json.dump(units, f)
+    os.replace(units_path + '.tmp', units_path)
 else:
     sys.exit(2)
 '''
@@ -79,8 +82,12 @@ class SystemdTestCase(base.TestCase):
             f.write(text + '\n')
 
     def set_units(self, units):
-        with open(self.units_path, 'w') as f:
+        # Atomic: the agent's fake systemctl may read it at any moment
+        # (a torn read made the watch test flaky).
+        tmp = self.units_path + '.test'
+        with open(tmp, 'w') as f:
             json.dump(units, f)
+        os.replace(tmp, self.units_path)
 
     def units(self):
         with open(self.units_path) as f:

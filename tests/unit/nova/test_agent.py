@@ -1,6 +1,7 @@
 """The in-nova runtime: activation, passes in or out of process, the
 notifier switch."""
 
+import os
 import sys
 import time
 from unittest import mock
@@ -122,20 +123,50 @@ class TestOutOfProcess(AgentTestCase):
         self.assertEqual([sys.executable, '-m',
                           'nova_pinning_hooks.cmd.pinning', '--config-file',
                           '/etc/nova/nova.conf', '--config-file',
-                          '/etc/nova/nova-compute.conf', 'rebind'], argv)
+                          '/etc/nova/nova-compute.conf', 'agent',
+                          '--requests-on-stdin'], argv)
 
-    def test_child_failure_is_logged(self):
+    def test_one_long_lived_worker_started_again_if_it_dies(self):
         conf = nova_like_conf(self)
         a = agent.Agent(conf, out_of_process=True)
         self.addCleanup(a.stop)
         logs = self.useFixture(fixtures.FakeLogger())
-        # A child that cannot find its configuration fails; it is logged.
+        tmp = self.useFixture(fixtures.TempDir()).path
+        seen = os.path.join(tmp, 'requests')
+        # A stand-in worker: records each request line, stops at EOF.
+        worker = ('import sys\n'
+                  'for line in sys.stdin:\n'
+                  '    open(%r, "a").write(line)\n' % seen)
         with mock.patch.object(a, 'child_argv', return_value=[
-                sys.executable, '-c', 'import sys; sys.stderr.write('
-                '"nova-pinning: error: boom\\n"); sys.exit(2)']):
+                sys.executable, '-c', worker]):
+            for _ in range(3):
+                self.assertTrue(a.coalescer.request('x', wait=True,
+                                                    timeout=30))
+            self.assertEqual(1, a.worker_starts)
+            first = a.worker
+            first.kill()
+            first.wait(10)
+            self.assertTrue(a.coalescer.request('y', wait=True,
+                                                timeout=30))
+            self.assertEqual(2, a.worker_starts)
+            self.assertIn('pass worker exited -9; starting it again',
+                          logs.output)
+            second = a.worker
+            a.stop()
+        self.assertEqual(0, second.wait(10))  # stopped by its EOF
+        with open(seen) as f:
+            self.assertIn('pass\n', f.read())  # the second one's
+
+    def test_a_worker_that_cannot_start_is_logged(self):
+        conf = nova_like_conf(self)
+        a = agent.Agent(conf, out_of_process=True)
+        self.addCleanup(a.stop)
+        logs = self.useFixture(fixtures.FakeLogger())
+        with mock.patch.object(a, 'child_argv',
+                               return_value=['/nonexistent/python']):
             self.assertTrue(a.coalescer.request('x', wait=True, timeout=30))
-        self.assertEqual(2, a.last_result)
-        self.assertIn('exited 2: nova-pinning: error: boom', logs.output)
+        self.assertIs(False, a.last_result)
+        self.assertIn('pass worker not started', logs.output)
 
 
 class TestNotifierSwitch(AgentTestCase):

@@ -95,10 +95,20 @@ class TestMigrationFilter(AgentTestCase):
         self.xml = NOVA_GUEST
         self.module = types.ModuleType('fake_nova_migration')
         self.module.get_updated_guest_xml = lambda *a, **k: self.xml
+        test = self
+
+        class Driver:
+            def _get_existing_domain_xml(self, instance, network_info,
+                                         block_device_info=None):
+                return test.xml
+        self.driver_cls = Driver
+
+    def install(self):
+        return migration.install(self.module, self.driver_cls)
 
     def test_strips_ours_keeps_nova_placed_and_never_fails(self):
-        self.assertTrue(migration.install(self.module))
-        self.assertTrue(migration.install(self.module))  # idempotent
+        self.assertTrue(self.install())
+        self.assertTrue(self.install())  # idempotent
         out = self.module.get_updated_guest_xml('instance', 'guest', 'md')
         self.assertNotIn('vcpupin', out)
         self.assertIn('<shares>2048</shares>', out)
@@ -106,9 +116,30 @@ class TestMigrationFilter(AgentTestCase):
         self.assertEqual(NUMA, self.module.get_updated_guest_xml())
         self.xml = '<not xml'
         self.assertEqual('<not xml', self.module.get_updated_guest_xml())
-        migration.uninstall(self.module)
+        migration.uninstall(self.module, self.driver_cls)
         self.xml = NOVA_GUEST
         self.assertIn('vcpupin', self.module.get_updated_guest_xml())
 
+    def test_xml_kept_for_unrescue_and_resume_has_no_pins_of_ours(self):
+        # rescue saves this XML as unrescue.xml and unrescue defines it
+        # as the persistent domain: our live-only pins must not go there.
+        driver = self.driver_cls()
+        self.assertIn('vcpupin', driver._get_existing_domain_xml('i', 'n'))
+        self.assertTrue(self.install())
+        self.assertTrue(self.install())  # idempotent: wrapped once
+        out = driver._get_existing_domain_xml('i', 'n',
+                                              block_device_info=None)
+        self.assertNotIn('vcpupin', out)
+        self.assertIn('<shares>2048</shares>', out)
+        self.xml = NUMA  # nova-placed: nova's own pins stay
+        self.assertEqual(NUMA, driver._get_existing_domain_xml('i', 'n'))
+        self.xml = '<not xml'
+        self.assertEqual('<not xml', driver._get_existing_domain_xml('i', 'n'))
+        migration.uninstall(self.module, self.driver_cls)
+        self.xml = NOVA_GUEST
+        self.assertIn('vcpupin', driver._get_existing_domain_xml('i', 'n'))
+
     def test_a_nova_without_the_function(self):
-        self.assertFalse(migration.install(types.ModuleType('empty')))
+        self.assertFalse(migration.install(types.ModuleType('empty'),
+                                           self.driver_cls))
+        self.assertFalse(migration.install(self.module, type('D', (), {})))

@@ -1,0 +1,123 @@
+"""The live model of the host's domains, kept between passes.
+
+In the spirit of an informer (list, watch, resync): a pass lists the
+active domains (one libvirt call) and fetches the live XML only of the
+domains this model cannot vouch for; libvirt's domain events, a lost
+connection and a periodic resync say which those are. ``virt.Host``
+feeds it; ``reconciler`` reads its ``generation`` to know whether
+anything changed since the plan in force was made.
+
+Invariants:
+
+* keyed by UUID. A domain is fetched again when it is new, when an
+  event named it (``mark``), when its id changed since it was fetched (it
+  was destroyed and created again, perhaps with other XML, and perhaps
+  while events were lost), or when everything was invalidated (first
+  pass, connection lost or reopened, ``resync``);
+* ``take`` hands the marks made so far to one pass and clears them
+  atomically: a mark made while that pass runs (an event about a write
+  it just made, or about a domain it already read) stays for the next
+  pass, so no change is ever lost between passes, only read twice;
+* a pass that fails while reading gives its marks back (``give_back``),
+  or invalidates everything when it cannot tell which were read;
+* ``generation`` grows whenever what a plan is made from changes: a
+  domain's XML text, memory placement or vCPU thread affinity, a domain
+  appearing or going away. Equal generations mean the same input;
+* thread-safe: ``mark`` and ``invalidate`` are called from libvirt's
+  event thread, hold a lock for microseconds and never call out; no I/O.
+"""
+
+import dataclasses
+import threading
+
+
+@dataclasses.dataclass
+class Domain:
+    uuid: str
+    id: int  # libvirt's domain id: new at every start of the domain
+    name: str
+    xml: str
+    memory: dict  # {"<node>": KiB}
+    affinity: object  # {"<vCPU>": "CPU set"}, or None when not read
+
+
+class HostModel:
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._domains = {}  # uuid -> Domain, in listing order
+        self._marked = set()
+        self._everything = True  # nothing read yet
+        self.generation = 0
+        self.reason = 'first read'  # why everything is to be read
+
+    # -- what events and failures say (any thread) ----------------------
+
+    def mark(self, uuid):
+        """The domain ``uuid`` may have changed: fetch it again."""
+        with self._lock:
+            self._marked.add(uuid)
+
+    def invalidate(self, reason):
+        """Anything may have changed: fetch every domain again."""
+        with self._lock:
+            self._everything = True
+            self.reason = reason
+
+    # -- what a pass does -------------------------------------------------
+
+    def take(self):
+        """(everything, marked uuids) for one pass; both cleared."""
+        with self._lock:
+            everything, marked = self._everything, self._marked
+            self._everything, self._marked = False, set()
+            return everything, marked
+
+    def give_back(self, everything, marked):
+        """A pass that failed while reading returns what it took."""
+        with self._lock:
+            self._everything = self._everything or everything
+            self._marked |= marked
+
+    def to_fetch(self, listing, everything, marked):
+        """Of ``listing`` ([(uuid, id, name)], the active domains), the
+        uuids whose XML must be fetched; domains no longer listed are
+        forgotten (and the generation bumped)."""
+        listed = {uuid for uuid, _, _ in listing}
+        gone = [u for u in self._domains if u not in listed]
+        for uuid in gone:
+            del self._domains[uuid]
+        if gone:
+            self.generation += 1
+        fetch = []
+        for uuid, dom_id, name in listing:
+            known = self._domains.get(uuid)
+            if everything or uuid in marked or known is None or \
+                    known.id != dom_id or known.name != name:
+                fetch.append(uuid)
+        return fetch
+
+    def store(self, uuid, dom_id, name, xml, memory, affinity):
+        """What was fetched for ``uuid``; True if it differs from what
+        was known (the generation then grows)."""
+        new = Domain(uuid, dom_id, name, xml, memory, affinity)
+        old = self._domains.get(uuid)
+        self._domains[uuid] = new
+        if old is None or (old.xml, old.memory, old.affinity) != \
+                (new.xml, new.memory, new.affinity):
+            self.generation += 1
+            return True
+        return False
+
+    def forget(self, uuid):
+        """``uuid`` went away while being read."""
+        if self._domains.pop(uuid, None) is not None:
+            self.generation += 1
+
+    def domains(self, listing):
+        """The known domains, in ``listing``'s order."""
+        return [self._domains[uuid] for uuid, _, _ in listing
+                if uuid in self._domains]
+
+    def __len__(self):
+        return len(self._domains)

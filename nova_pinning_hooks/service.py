@@ -1,0 +1,117 @@
+"""The long-lived binding agent: model, events, coalescer, resync.
+
+``BindingService`` keeps one libvirt connection and one
+``model.HostModel`` for as long as it runs. libvirt's domain events (and
+the connection's close) mark the model and request a pass through a
+``reconciler.Coalescer``, so a change nobody told us about (a guest
+started with virsh, a pin changed by hand, libvirtd restarted) is
+corrected within about ``coalesce_delay`` plus one pass, not at the next
+periodic pass. Each pass reads only what the model cannot vouch for
+(``reconciler``); every ``resync_interval`` seconds one reads everything.
+
+It runs as ``nova-pinning agent`` (the foreground command, a systemd
+unit under ``etc/systemd/``, and the worker process nova-compute starts
+when eventlet rules it: ``nova.agent``), one implementation for all.
+
+Invariants:
+
+* an event callback only marks the model and queues a request; it never
+  calls libvirt, never waits for a pass and never raises into libvirt's
+  loop (``virt.Host``);
+* passes never overlap (one coalescer thread, and the host-wide pass
+  lock against every other process);
+* ``stop`` ends it cleanly: no new pass starts, a running one ends
+  within its own time bound, the connection is closed;
+* with ``requests`` (a text stream, the nova worker's stdin) each line
+  read is a pass request, and its end (nova-compute gone) stops the
+  service;
+* after each pass the pass is counted and, with ``[nova_pinning]
+  metrics_textfile`` set, the Prometheus textfile rewritten
+  (``metrics.PassMetrics``); a failure there is a logged warning.
+"""
+
+import threading
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks import metrics
+from nova_pinning_hooks import model as model_mod
+from nova_pinning_hooks import reconciler
+
+LOG = logging.getLogger(__name__)
+
+
+class BindingService:
+
+    def __init__(self, conf, connect=None, events=True, event_loop=True):
+        group = conf.nova_pinning
+        self.conf = conf
+        self.model = model_mod.HostModel()
+        self.reconciler = reconciler.Reconciler(conf, connect=connect,
+                                                model=self.model)
+        self.coalescer = reconciler.Coalescer(
+            self._run_pass, delay=group.coalesce_delay,
+            name='nova-pinning-agent-pass')
+        self.events = events
+        self.event_loop = event_loop
+        self.interval = group.resync_interval
+        self.stopped = threading.Event()
+        self.last_result = None
+        self.results = []  # the last few PassResults, newest last
+        self.pass_metrics = metrics.PassMetrics(conf, LOG)
+
+    def start(self):
+        """Register for events (opening the connection), then queue the
+        first pass. A libvirtd that is down now is retried by the passes
+        (each opens the connection if needed) and by the resync."""
+        if self.events:
+            host = self.reconciler.host()
+            try:
+                if self.event_loop:
+                    from nova_pinning_hooks import virt
+                    virt.start_event_loop()
+                host.watch(self.model, self.request)
+            except Exception as exc:
+                LOG.error('libvirt events not registered (%s: %s); passes '
+                          'run on requests and every %s s only',
+                          type(exc).__name__, exc, self.interval)
+        self.request('agent start')
+
+    def request(self, reason):
+        """Queue a pass; returns at once (safe on libvirt's thread)."""
+        return self.coalescer.request(reason)
+
+    def _run_pass(self):
+        result = self.reconciler.run_pass()
+        self.last_result = result
+        self.results = (self.results + [result])[-20:]
+        self.pass_metrics.after_pass(self.reconciler, result)
+
+    def run(self, stop=None, requests=None):
+        """Start, then serve until ``stop`` is set (or ``requests``
+        ends); a resync request every ``resync_interval`` seconds."""
+        stop = stop or self.stopped
+        if requests is not None:
+            threading.Thread(target=self._read_requests,
+                             args=(requests, stop), daemon=True,
+                             name='nova-pinning-agent-requests').start()
+        self.start()
+        try:
+            while not stop.wait(self.interval or None):
+                self.request('resync')
+        finally:
+            self.stop()
+
+    def _read_requests(self, stream, stop):
+        try:
+            for line in stream:
+                self.request(line.strip()[:200] or 'request')
+        except Exception as exc:  # a broken pipe is an end too
+            LOG.warning('request stream failed: %s', exc)
+        LOG.info('request stream ended (nova-compute gone): stopping')
+        stop.set()
+
+    def stop(self, timeout=10.0):
+        self.stopped.set()
+        self.coalescer.stop(timeout)
+        self.reconciler.close()

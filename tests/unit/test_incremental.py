@@ -1,0 +1,257 @@
+"""Incremental passes: the host model, libvirt events, the agent.
+
+Everything through the fake libvirt, whose pin calls emit tunable events
+as libvirt's do, and whose ``emit`` and ``restart_daemon`` stand in for
+libvirt's event thread.
+"""
+
+import threading
+import time
+
+from nova_pinning_hooks import model as model_mod
+from nova_pinning_hooks import reconciler
+from nova_pinning_hooks import service
+from tests.unit import hosts
+from tests.unit.test_reconciler import ReconcilerTestCase
+
+
+class TestHostModel(ReconcilerTestCase.__mro__[1]):  # testtools.TestCase
+
+    def test_what_to_fetch(self):
+        m = model_mod.HostModel()
+        listing = [('u1', 1, 'a'), ('u2', 2, 'b')]
+        everything, marked = m.take()
+        self.assertTrue(everything)  # nothing read yet
+        self.assertEqual(['u1', 'u2'], m.to_fetch(listing, everything,
+                                                   marked))
+        m.store('u1', 1, 'a', '<x/>', {}, None)
+        m.store('u2', 2, 'b', '<y/>', {}, None)
+        gen = m.generation
+        self.assertEqual([], m.to_fetch(listing, *m.take()))
+        m.mark('u2')
+        m.mark('u2')  # a duplicated event: one fetch
+        self.assertEqual(['u2'], m.to_fetch(listing, *m.take()))
+        # Re-created (new id) or renamed: fetched though no event came.
+        self.assertEqual(['u1', 'u2'], m.to_fetch(
+            [('u1', 7, 'a'), ('u2', 2, 'b2')], *m.take()))
+        # Same XML again: the generation stays.
+        self.assertFalse(m.store('u1', 1, 'a', '<x/>', {}, None))
+        self.assertEqual(gen, m.generation)
+        self.assertTrue(m.store('u1', 1, 'a', '<x2/>', {}, None))
+        self.assertEqual(gen + 1, m.generation)
+        # Gone from the listing: forgotten, generation grows.
+        m.to_fetch([('u2', 2, 'b')], False, set())
+        self.assertEqual(1, len(m))
+        self.assertEqual(gen + 2, m.generation)
+
+    def test_marks_made_during_a_pass_stay_for_the_next(self):
+        m = model_mod.HostModel()
+        m.take()
+        m.mark('u1')
+        taken = m.take()
+        m.mark('u2')  # while the pass that took u1 runs
+        self.assertEqual((False, {'u1'}), taken)
+        self.assertEqual((False, {'u2'}), m.take())
+        m.give_back(*taken)  # that pass failed
+        self.assertEqual((False, {'u1'}), m.take())
+
+
+class IncrementalTestCase(ReconcilerTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.cf.config(group='nova_pinning', resync_interval=0)
+        self.model = model_mod.HostModel()
+        self.rec = reconciler.Reconciler(self.conf, model=self.model)
+        self.addCleanup(self.rec.close)
+
+    def calls(self):
+        return dict(self.fake.calls)
+
+    def delta(self, before):
+        return {k: v - before.get(k, 0) for k, v in self.fake.calls.items()
+                if v - before.get(k, 0)}
+
+
+class TestIncrementalPasses(IncrementalTestCase):
+
+    def test_unchanged_host_one_call_and_no_plan(self):
+        for i in range(40):
+            self.boot('g%d' % i, 2, i % 2)
+        self.assertIsNone(self.rec.run_pass().error)
+        self.assertIsNone(self.rec.run_pass().error)  # reads its writes
+        before = self.calls()
+        result = self.rec.run_pass()
+        self.assertEqual({'listAllDomains': 1}, self.delta(before))
+        self.assertEqual(([], {'read': 1, 'write': 0}),
+                         (result.changes, result.calls))
+
+    def test_one_new_guest_costs_the_same_beside_5_or_50(self):
+        costs = []
+        for count in (5, 50):
+            self.fake.domains.clear()
+            for i in range(count):
+                self.boot('n%d-%d' % (count, i), 1, 0)
+            self.rec.run_pass()
+            self.rec.run_pass()
+            self.boot('new%d' % count, 2, 1)
+            before = self.calls()
+            result = self.rec.run_pass()
+            self.assertEqual({'new%d' % count},
+                             {c.name for c in result.changes})
+            costs.append(self.delta(before))
+        self.assertEqual(costs[0], costs[1])
+        self.assertEqual(1, costs[0]['XMLDesc'])
+
+    def test_a_pin_changed_behind_its_back_is_read_after_the_event(self):
+        a = self.boot('a', 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        pins = dict(a.vcpu_pins)
+        a.vcpu_pins[0] = (4, 5, 6)  # virsh vcpupin: libvirt says nothing...
+        self.assertEqual([], self.rec.run_pass().changes)
+        self.model.mark(a.UUIDString())  # ... until its event arrives
+        result = self.rec.run_pass()
+        self.assertEqual(1, len(result.applied))
+        self.assertEqual(pins, a.vcpu_pins)
+
+    def test_a_lost_event_is_caught_by_the_resync(self):
+        self.cf.config(group='nova_pinning', resync_interval=1)
+        a = self.boot('a', 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        pins = dict(a.vcpu_pins)
+        a.vcpu_pins[0] = (4, 5, 6)
+        self.assertEqual([], self.rec.run_pass().changes)
+        time.sleep(1.05)
+        result = self.rec.run_pass()
+        self.assertEqual(1, len(result.applied))
+        self.assertEqual(pins, a.vcpu_pins)
+
+    def test_recreated_with_the_same_uuid_and_name_is_read_again(self):
+        a = self.boot('a', 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        uuid = a.UUIDString()
+        self.fake.auto_events = False
+        a.destroy()
+        b = self.fake.add_domain('a', 4, uuid=uuid,
+                                 xml=hosts.domain_xml('a', 4, uuid=uuid),
+                                 memory_by_node_kib={'0': 65536})
+        self.assertNotEqual(a.ID(), b.ID())
+        result = self.rec.run_pass()
+        self.assertEqual({0, 1, 2, 3}, {c.index for c in result.changes
+                                          if c.kind == 'vcpu'})
+        self.assertEqual(4, len(b.vcpu_pins))
+
+    def test_a_failed_read_keeps_its_marks(self):
+        a = self.boot('a', 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        a.vcpu_pins[0] = (4, 5, 6)
+        self.model.mark(a.UUIDString())
+        self.fake.down = True
+        self.assertIsNotNone(self.rec.run_pass().error)
+        self.fake.down = False
+        result = self.rec.run_pass()
+        self.assertEqual(1, len(result.applied))
+
+    def test_dry_run_and_release_never_reuse_a_plan(self):
+        self.boot('a', 2)
+        dry = self.rec.run_pass(dry_run=True)
+        self.assertTrue(dry.changes)
+        self.assertEqual(dry.changes, self.rec.run_pass(dry_run=True)
+                         .changes)
+        self.rec.run_pass()
+        released = self.rec.run_pass(release=True)
+        self.assertTrue(released.changes)
+
+
+class TestEvents(IncrementalTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.requests = []
+        self.host = self.rec.host()
+        self.host.watch(self.model, self.requests.append)
+
+    def test_registered_on_each_connection(self):
+        conn = self.fake.connections[-1]
+        self.assertEqual(7, len(conn.callbacks))
+        self.assertIsNotNone(conn.close_callback)
+        self.assertEqual((5, 3), conn.keepalive)
+
+    def test_an_event_marks_and_requests(self):
+        a = self.boot('a', 2)  # started: a lifecycle event
+        self.assertEqual(['LIFECYCLE event of a'], self.requests)
+        self.rec.run_pass()  # writes pins: tunable events (our echo)
+        # two vCPU pins and the emulator pin
+        self.assertEqual(3, self.requests.count('TUNABLE event of a'))
+        before = self.calls()
+        self.rec.run_pass()  # reads a back once, plans, writes nothing
+        self.assertEqual({'listAllDomains': 1, 'XMLDesc': 1},
+                         self.delta(before))
+        pins = dict(a.vcpu_pins)
+        a.pinVcpuFlags(0, (False,) * 4 + (True,) * 3, 1)  # by hand: an event
+        result = self.rec.run_pass()
+        self.assertEqual(1, len(result.applied))
+        self.assertEqual(pins, a.vcpu_pins)
+
+    def test_a_daemon_restart_reads_everything_again(self):
+        for i in range(5):
+            self.boot('g%d' % i, 1)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        self.fake.restart_daemon()
+        self.assertIn('connection to qemu:///system closed', self.requests)
+        before = self.calls()
+        self.assertIsNone(self.rec.run_pass().error)
+        delta = self.delta(before)
+        self.assertEqual((1, 5, 7), (delta['open'], delta['XMLDesc'],
+                                     delta['domainEventRegisterAny']))
+        conn = self.fake.connections[-1]
+        self.assertFalse(conn.closed)
+        self.assertEqual(7, len(conn.callbacks))
+
+    def test_a_callback_that_fails_never_reaches_libvirt(self):
+        self.host._on_change = None  # calling it raises TypeError
+        a = self.boot('a', 1)  # must not raise out of the callback
+        self.assertEqual({a.UUIDString()}, self.model.take()[1])
+
+
+class TestBindingService(IncrementalTestCase):
+
+    def test_event_storm_is_one_or_two_passes_and_stop_is_clean(self):
+        self.cf.config(group='nova_pinning', coalesce_delay=0.2,
+                       resync_interval=0)
+        agent = service.BindingService(self.conf, event_loop=False)
+        stop = threading.Event()
+        thread = threading.Thread(target=agent.run, args=(stop,))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        a = self.boot('a', 2)
+        passes = agent.coalescer.passes
+        for _ in range(100):
+            self.fake.emit(a, 'TUNABLE', {})
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        self.assertLessEqual(agent.coalescer.passes - passes, 3)
+        self.assertEqual(2, len(a.vcpu_pins))
+        stop.set()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        self.assertTrue(self.fake.connections[-1].closed)
+
+    def test_requests_stream_end_stops_it(self):
+        import io
+        agent = service.BindingService(self.conf, event_loop=False)
+        done = threading.Event()
+        thread = threading.Thread(
+            target=lambda: (agent.run(requests=io.StringIO('a\nb\n')),
+                            done.set()))
+        thread.start()
+        thread.join(10)
+        self.assertTrue(done.is_set())

@@ -92,7 +92,7 @@ class PassStats:
                 self.calls[kind] += result.calls.get(kind, 0)
             self.last_timestamp = time.time() if now is None else now
             self.last_seconds = result.seconds
-            self.last_ok = outcome == 'ok'
+            self.last_ok = result.complete
 
 
 def read_view(rec, conf, plan=None, isolation=True):

@@ -34,10 +34,10 @@ TOLERANCE_SHARE = 0.4
 # Contended, the guest's MSR figure is not steady: over the same 18 s
 # window it read 17.9 to 49.2 % in eleven runs while the package read
 # 39.4 to 48.5 %, with steal + CPU use 99.8 to 100.1 % (a CPU-bound vCPU
-# either runs or waits: the two add up to its whole time). The guest under-reports there
-# (doc/source/performance.rst); so contended, the package must see at
-# least what the guest sees (less the tolerance), and account for all of
-# the vCPU's time.
+# either runs or waits: the two add up to its whole time). The guest
+# under-reports there (doc/source/performance.rst); so contended, the
+# package must see at least what the guest sees (less the tolerance),
+# and account for all of the vCPU's time.
 ACCOUNTED_MIN, ACCOUNTED_MAX = 95.0, 101.0
 
 

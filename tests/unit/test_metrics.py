@@ -140,6 +140,20 @@ class TestPassStats(testtools.TestCase):
         self.assertEqual(0, value(text, 'nova_pinning_last_pass_success'))
 
 
+    def test_last_pass_success_means_every_change_written(self):
+        from nova_pinning_hooks import plan as plan_mod
+        c = plan_mod.PinChange('u', 'g', 'vcpu', 0, None, frozenset({1}))
+        stats = metrics.PassStats()
+        stats.record(self.result(changes=[c], skipped=[(c, 'busy')]))
+        text = metrics.exposition(metrics.HostView(), stats)
+        self.assertEqual(1, value(text, 'nova_pinning_passes_total',
+                                  outcome='ok'))
+        self.assertEqual(0, value(text, 'nova_pinning_last_pass_success'))
+        stats.record(self.result(changes=[c], applied=[c]))
+        text = metrics.exposition(metrics.HostView(), stats)
+        self.assertEqual(1, value(text, 'nova_pinning_last_pass_success'))
+
+
 class TestTextfileInNovaCompute(testtools.TestCase):
 
     def setUp(self):

@@ -22,7 +22,9 @@ Invariants:
   or invalidates everything when it cannot tell which were read;
 * ``generation`` grows whenever what a plan is made from changes: a
   domain's XML text, memory placement or vCPU thread affinity, a domain
-  appearing or going away. Equal generations mean the same input;
+  appearing or going away, and a domain a pass wrote to (``written``),
+  when it is read next. Equal generations mean the same input, and that
+  nothing was written since;
 * thread-safe: ``mark`` and ``invalidate`` are called from libvirt's
   event thread, hold a lock for microseconds and never call out; no I/O.
 """
@@ -108,6 +110,15 @@ class HostModel:
             self.generation += 1
             return True
         return False
+
+    def written(self, uuid):
+        """A pass wrote to ``uuid``: what is known of it is stale. It is
+        fetched next pass and counts as changed even if it reads as it
+        did before the write (someone put the old pins back)."""
+        self.mark(uuid)
+        known = self._domains.get(uuid)
+        if known is not None:
+            known.xml = None
 
     def forget(self, uuid):
         """``uuid`` went away while being read."""

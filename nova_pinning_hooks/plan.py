@@ -71,6 +71,19 @@ def changes(plan, guests, enforced=None):
     by_uuid = {g.uuid: g for g in guests}
     enforced = enforced or {}
     result = []
+    # Comparing two host-wide sets walks hundreds of CPUs, and a full host
+    # compares the same two objects thousands of times (one pool, one
+    # parsed text shared by every guest): each pair is compared once.
+    known = {}
+
+    def differ(a, b):
+        if a is b:
+            return False
+        key = (id(a), id(b))
+        found = known.get(key)
+        if found is None:
+            found = known[key] = a != b
+        return found
     for gp in plan.guests:
         if gp.mode == UNTOUCHED:
             continue
@@ -78,18 +91,18 @@ def changes(plan, guests, enforced=None):
         kernel = enforced.get(gp.uuid, {})
         for vcpu, new in gp.vcpu_pins.items():
             old = guest.vcpu_pin(vcpu)
-            if old == new and kernel.get(vcpu, new) != new:
+            if not differ(old, new) and differ(kernel.get(vcpu, new), new):
                 old = kernel[vcpu]
-            if old != new:
+            if differ(old, new):
                 result.append(PinChange(gp.uuid, gp.name, 'vcpu', vcpu,
                                         old, new))
         if gp.emulator_pin is not None and \
-                guest.emulator_pin != gp.emulator_pin:
+                differ(guest.emulator_pin, gp.emulator_pin):
             result.append(PinChange(gp.uuid, gp.name, 'emulator', None,
                                     guest.emulator_pin, gp.emulator_pin))
         for thread, new in gp.iothread_pins.items():
             old = guest.iothread_pins.get(thread)
-            if old != new:
+            if differ(old, new):
                 result.append(PinChange(gp.uuid, gp.name, 'iothread', thread,
                                         old, new))
         if gp.numa_nodeset is not None and \

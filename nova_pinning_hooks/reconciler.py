@@ -25,10 +25,11 @@ Invariants:
   plugin) a pass reads only what the model cannot vouch for, and when
   the model's generation and the settings equal those of the last
   complete pass it reuses that pass's plan: no parsing, no planning, no
-  changes. The domains a pass wrote to are marked in the model, so the
-  next pass reads them back; every ``resync_interval`` seconds a pass
-  reads everything (what no event tells: a cgroup changed behind
-  libvirt's back);
+  changes; otherwise it parses only the domains whose XML changed
+  (``snapshot.load``'s guest cache). The domains a pass wrote to are
+  marked in the model, so the next pass reads them back; every
+  ``resync_interval`` seconds a pass reads everything (what no event
+  tells: a cgroup changed behind libvirt's back);
 * ``Coalescer.request`` returns at once (unless asked to wait): a burst of
   requests arriving while a pass runs is served by exactly one more pass,
   which starts after the last of them.
@@ -131,6 +132,7 @@ class Reconciler:
         self._next_resync = None
         self._plan_key = None  # what the plan just made was made from
         self._last = None  # (key, snapshot, plan) of the last complete pass
+        self._guests = {}  # snapshot.load's cache of parsed guests
 
     def _adapter(self):
         if self._host is None:
@@ -182,7 +184,10 @@ class Reconciler:
                 repr(sorted(overrides.items())))
             if self._last is not None and self._last[0] == self._plan_key:
                 return self._last[1], self._last[2], []
-        snap = snapshot_mod.load(raw, from_libvirt=True, **overrides)
+        snap = snapshot_mod.load(
+            raw, from_libvirt=True,
+            guest_cache=self._guests if self.model is not None else None,
+            **overrides)
         make = policy.release_plan if release else policy.make_plan
         p = make(snap.host, snap.guests, snap.options)
         return snap, p, plan_mod.changes(p, snap.guests,
@@ -249,7 +254,7 @@ class Reconciler:
                     for change in result.applied + [
                             c for c, _ in result.skipped
                             if hasattr(c, 'uuid')]:
-                        self.model.mark(change.uuid)
+                        self.model.written(change.uuid)
             self._last = None
             if self._plan_key is not None and not result.dry_run and \
                     result.complete:

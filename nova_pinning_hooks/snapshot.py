@@ -67,13 +67,17 @@ def loads(text, **overrides):
     return load(data, **overrides)
 
 
-def load(data, from_libvirt=False, **overrides):
+def load(data, from_libvirt=False, guest_cache=None, **overrides):
     """Validate a snapshot dict and build host, guests and policy options.
 
     ``overrides`` are extra ``policy.Options`` fields from configuration
     (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``).
     ``from_libvirt``: the domain XML comes straight from libvirt (a live
     pass), so it may be read only as far as the engine needs.
+    ``guest_cache``: a dict a long-lived caller keeps between loads; a
+    domain whose XML text, ``active`` and memory placement equal what an
+    earlier load saw on the same host is not parsed again (its ``Guest``
+    is frozen). It is rewritten to hold only this load's domains.
     """
     if not isinstance(data, dict):
         raise SnapshotError('snapshot must be a JSON object')
@@ -112,18 +116,28 @@ def load(data, from_libvirt=False, **overrides):
         if not isinstance(dom, dict) or not isinstance(dom.get('xml'), str):
             raise SnapshotError('domains[%d] must be an object with an '
                                 '"xml" string' % i)
+    max_cpu, max_node = max(host.cpus), max(host.nodes)
+    cached = [None] * len(domains)
+    if guest_cache is not None:
+        if guest_cache.get(None) != (max_cpu, max_node, from_libvirt):
+            guest_cache.clear()  # another host: nothing carries over
+        keys = [(d['xml'], d.get('active', True),
+                 repr(d.get('memory_by_node_kib'))) for d in domains]
+        cached = [guest_cache.get(k) for k in keys]
     parsed = [None] * len(domains)
-    texts = [d['xml'] for d in domains]
+    todo = [i for i, c in enumerate(cached) if c is None]
+    texts = [domains[i]['xml'] for i in todo]
     if texts and sum(map(len, texts)) <= SMALL_XML * len(texts):
         for start in range(0, len(texts), PARSE_CHUNK):
             chunk = texts[start:start + PARSE_CHUNK]
-            parsed[start:start + len(chunk)] = (
-                guest_mod.parse_many(chunk, from_libvirt) or
-                [None] * len(chunk))
-    max_cpu, max_node = max(host.cpus), max(host.nodes)
+            for i, element in zip(todo[start:start + len(chunk)],
+                                  guest_mod.parse_many(chunk, from_libvirt)
+                                  or [None] * len(chunk)):
+                parsed[i] = element
     guests, seen, kernel = [], set(), {}
     for i, dom in enumerate(domains):
-        g = _guest(i, dom, from_libvirt, parsed[i], max_cpu, max_node)
+        g = cached[i] or _guest(i, dom, from_libvirt, parsed[i], max_cpu,
+                                max_node)
         if g.uuid in seen:
             raise SnapshotError('domain %s: uuid %s appears twice'
                                 % (g.name, g.uuid))
@@ -131,6 +145,10 @@ def load(data, from_libvirt=False, **overrides):
         guests.append(g)
         if dom.get('kernel_vcpu_affinity'):
             kernel[g.uuid] = _kernel_affinity(i, dom, g)
+    if guest_cache is not None:
+        guest_cache.clear()
+        guest_cache.update(zip(keys, guests))
+        guest_cache[None] = (max_cpu, max_node, from_libvirt)
     return Snapshot(host, tuple(guests), options, kernel)
 
 

@@ -8,6 +8,8 @@ libvirt's event thread.
 import threading
 import time
 
+import fixtures
+
 from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import service
@@ -114,6 +116,37 @@ class TestIncrementalPasses(IncrementalTestCase):
         result = self.rec.run_pass()
         self.assertEqual(1, len(result.applied))
         self.assertEqual(pins, a.vcpu_pins)
+
+    def test_the_same_wrong_pin_put_back_again_is_repaired_again(self):
+        a = self.boot('a', 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        pins = dict(a.vcpu_pins)
+        for _ in range(3):  # someone keeps setting it
+            a.vcpu_pins[0] = (4, 5, 6)
+            self.model.mark(a.UUIDString())
+            result = self.rec.run_pass()
+            self.assertEqual(1, len(result.applied))
+            self.assertEqual(pins, a.vcpu_pins)
+
+    def test_only_changed_domains_are_parsed(self):
+        for i in range(10):
+            self.boot('p%d' % i, 1)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        from nova_pinning_hooks import guest
+        parsed = []
+        real = guest.Guest.from_element.__func__
+
+        def counting(cls, root, *args, **kwargs):
+            parsed.append(root.find('name').text)
+            return real(cls, root, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.guest.Guest.from_element',
+            classmethod(counting)))
+        self.boot('new', 2)
+        self.rec.run_pass()
+        self.assertEqual(['new'], parsed)
 
     def test_a_lost_event_is_caught_by_the_resync(self):
         self.cf.config(group='nova_pinning', resync_interval=1)

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Pass cost: a full pass against an incremental one, on the fake libvirt.
+
+Usage: python benchmarks/pass_cost.py [--guests 100,1000] [--latency-ms 0.5]
+       [--runs 7]
+
+A host like the 256-pCPU AMD fixture carries N nova-sized guests (the
+domain XML of ``plan_cost.py``) in the fake libvirt, each call to the
+daemon taking ``--latency-ms`` (sleeping, as an RPC waits: no CPU). After
+two settling passes, it measures, median of --runs:
+
+* *full*: what every pass did before: list, fetch and parse every
+  domain's XML, plan, diff (``Reconciler`` without a model);
+* *unchanged*: an incremental pass (``Reconciler`` with a
+  ``model.HostModel``, as the agent and nova-compute keep one) over the
+  same host;
+* *one new guest*: an incremental pass after one guest was created;
+* *one pin changed*: an incremental pass after a vCPU pin was changed
+  behind its back and libvirt's event about it arrived.
+
+Reported: libvirt calls (reads, writes), wall time, and CPU time of the
+whole process (the engine and the fake daemon's Python alike, so an
+upper bound for the engine).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+
+from oslo_config import cfg  # noqa: E402
+
+import plan_cost  # noqa: E402
+from nova_pinning_hooks import conf as conf_mod  # noqa: E402
+from nova_pinning_hooks import model as model_mod  # noqa: E402
+from nova_pinning_hooks import reconciler  # noqa: E402
+from nova_pinning_hooks import virt  # noqa: E402
+from tests import fakelibvirt  # noqa: E402
+from tests.unit import hosts  # noqa: E402
+
+URI = 'qemu:///bench'
+
+
+def make_host(count, latency):
+    fake = fakelibvirt.FakeHost(hosts.load('amd-2s-64c-nps4'))
+    snap = plan_cost.make_snapshot(fake.capabilities, count)
+    for i, dom in enumerate(snap['domains']):
+        fake.add_domain('g%d' % i, 1, xml=dom['xml'],
+                        memory_by_node_kib=dom['memory_by_node_kib'])
+    for dom in fake.domains.values():  # the XML's own vCPU count
+        dom.vcpus = int(dom.base_xml.split("placement='static'>")[1]
+                        .split('<')[0])
+    fake.latency = latency
+    return fake
+
+
+def conf_for(tmp):
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([], default_config_files=[])
+    for key, value in (('connection_uri', URI), ('allocation_ratio', 4.0),
+                       ('reserved_cpus', '0-1'), ('lock_path', tmp),
+                       ('resync_interval', 0), ('kernel_affinity', False)):
+        conf.set_override(key, value, 'nova_pinning')
+    return conf
+
+
+def measure(rec, fake, prepare, runs):
+    walls, cpus, calls = [], [], None
+    for _ in range(runs):
+        prepare()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        result = rec.run_pass()
+        walls.append((time.perf_counter() - wall0) * 1000)
+        cpus.append((time.process_time() - cpu0) * 1000)
+        if result.error:
+            raise SystemExit('pass failed: %s' % result.error)
+        calls = result.calls
+    return calls, statistics.median(walls), statistics.median(cpus)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--guests', default='100,1000')
+    ap.add_argument('--latency-ms', type=float, default=0.5)
+    ap.add_argument('--runs', type=int, default=7)
+    args = ap.parse_args()
+    virt.libvirt = fakelibvirt
+    virt.Host._memory_from_proc = lambda self, name: dict(
+        self._bench_fake.by_name(name).memory_by_node_kib)
+    print('| guests | pass | libvirt reads | libvirt writes | wall (ms) | '
+          'CPU (ms) |')
+    print('|---|---|---|---|---|---|')
+    with tempfile.TemporaryDirectory() as tmp:
+        for count in (int(c) for c in args.guests.split(',')):
+            fake = make_host(count, args.latency_ms / 1000.0)
+            fakelibvirt.register(URI, fake)
+            virt.Host._bench_fake = fake
+            conf = conf_for(tmp)
+            full = reconciler.Reconciler(conf)
+            model = model_mod.HostModel()
+            inc = reconciler.Reconciler(conf, model=model)
+            for rec in (full, inc, full, inc):
+                rec.run_pass()  # settle: every guest bound
+            rows = [('full', full, lambda: None),
+                    ('unchanged', inc, lambda: None)]
+            added = []
+
+            def one_new(fake=fake, added=added, model=model):
+                added.append(fake.add_domain(
+                    'new%d' % len(added), 2,
+                    xml=hosts.domain_xml('new%d' % len(added), 2),
+                    memory_by_node_kib={'0': 65536}))
+                model.mark(added[-1].UUIDString())  # its start event
+
+            victim = list(fake.domains.values())[0]
+
+            def one_pin(fake=fake, victim=victim, model=model):
+                victim.vcpu_pins[0] = tuple(range(2, 200))
+                model.mark(victim.UUIDString())  # its tunable event
+
+            rows += [('one new guest', inc, one_new),
+                     ('one pin changed', inc, one_pin)]
+            for label, rec, prepare in rows:
+                calls, wall, cpu = measure(rec, fake, prepare, args.runs)
+                print('| %d | %s | %d | %d | %.1f | %.1f |' % (
+                    count, label, calls['read'], calls['write'], wall, cpu))
+            for rec in (full, inc):
+                rec.close()
+            fakelibvirt.unregister(URI)
+
+
+if __name__ == '__main__':
+    main()

@@ -223,11 +223,14 @@ HIDE_CURSOR, SHOW_CURSOR = '\x1b[?25l', '\x1b[?25h'
 ALT_SCREEN, MAIN_SCREEN = '\x1b[?1049h', '\x1b[?1049l'
 
 
-def _frame(conf, m, threshold, when):
+def _frame(conf, p, m, threshold, when):
     head = 'nova-pinning top  %s  %s  every %gs  (q or Ctrl-C quits)' % (
         conf.nova_pinning.connection_uri, time.strftime('%H:%M:%S', when),
         conf.command.interval)
-    return [head] + stealview.lines(m, threshold)
+    host = ('host: ratio %g; %d managed vCPUs of %g allocatable on a pool '
+            'of %d pCPUs' % (p.allocation_ratio, p.total_vcpus,
+                             len(p.pool) * p.allocation_ratio, len(p.pool)))
+    return [head, host] + stealview.lines(m, threshold)
 
 
 class _Terminal:
@@ -289,8 +292,8 @@ def cmd_top(conf):
     rec = _reconciler(conf)
     try:
         if conf.command.once:
-            _, _, _, m = plan_and_sample(rec, interval)
-            return '\n'.join(_frame(conf, m, threshold,
+            _, p, _, m = plan_and_sample(rec, interval)
+            return '\n'.join(_frame(conf, p, m, threshold,
                                     time.localtime())) + '\n'
         out = sys.stdout
         with _Terminal(sys.stdin, out) as term:
@@ -306,7 +309,7 @@ def cmd_top(conf):
                     width = shutil.get_terminal_size((100, 40)).columns
                     out.write(CLEAR + '\n'.join(
                         line[:width] for line in
-                        _frame(conf, m, threshold, time.localtime())))
+                        _frame(conf, p, m, threshold, time.localtime())))
                     out.flush()
             except KeyboardInterrupt:
                 pass  # Ctrl-C is how a person leaves top: not an error

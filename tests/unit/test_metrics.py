@@ -89,6 +89,8 @@ class TestTopOnce(LiveCliTestCase):
         self.assertEqual(1, len(self.slept))
         self.assertTrue(out.startswith('nova-pinning top  qemu:///system'),
                         out)
+        self.assertIn('\nhost: ratio 4; 3 managed vCPUs of 16 allocatable '
+                      'on a pool of 4 pCPUs\n', out)
         self.assertIn('node 0: vCPU demand', out)
         # Threshold 0: every measured guest is marked; not rebound yet.
         self.assertRegex(out, r'\n!  a +dedicated\* +0 +0:0 1:1 ')

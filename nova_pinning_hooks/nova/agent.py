@@ -19,9 +19,13 @@ Invariants:
 * in native-thread nova the worker is a daemon thread running the pass in
   this process, with a ``model.HostModel`` so that each pass reads only
   the domains that are new or re-created (and all of them every
-  ``resync_interval``). It registers no libvirt events: libvirt's event
-  loop is process-wide and nova's driver owns it in nova-compute; the
-  hooks say when nova changed something.
+  ``resync_interval``). libvirt's event loop is process-wide and nova's
+  driver registers and runs it (in ``init_host``); once ``init_host``
+  has returned, the pass thread reopens its connection with our domain
+  events on it (``virt.Host.watch``), and nova's event thread delivers
+  them: each callback marks the model and queues a request, nothing
+  more, so nova's loop is never held. Before that, and if nova's loop
+  is absent, the hooks and the periodic pass drive the passes.
 * when eventlet has monkey-patched ``threading`` (older nova, or
   ``concurrency_backend = eventlet``) a libvirt call would freeze every
   green thread, so passes run in one long-lived worker process,
@@ -80,9 +84,14 @@ class Agent:
         group = conf.nova_pinning
         self.out_of_process = (eventlet_patched() if out_of_process is None
                                else out_of_process)
+        self.model = None if self.out_of_process else model_mod.HostModel()
         self.reconciler = (None if self.out_of_process
-                           else reconciler.Reconciler(
-                               conf, model=model_mod.HostModel()))
+                           else reconciler.Reconciler(conf,
+                                                      model=self.model))
+        # In-process events: wanted once nova's event loop runs
+        # (after init_host), registered on the pass thread.
+        self.events_wanted = False
+        self.watching = False
         self.worker = None  # the agent process, when out of process
         self.worker_starts = 0
         self.coalescer = reconciler.Coalescer(
@@ -104,7 +113,26 @@ class Agent:
     def request(self, reason, host=None):
         """Queue a pass (never blocks: see ``Coalescer.request``)."""
         self.requests.append((time.monotonic(), host, reason))
+        if reason == 'init_host' and not self.out_of_process:
+            self.events_wanted = True  # nova's event loop runs now
         return self.coalescer.request(reason)
+
+    def _event(self, reason):
+        """A libvirt event (on nova's event thread): queue, return."""
+        self.requests.append((time.monotonic(), None, reason))
+        return self.coalescer.request(reason)
+
+    def _watch(self):
+        """On the pass thread: our events on a fresh connection, now that
+        nova's driver registered and runs libvirt's event loop."""
+        self.watching = True  # once, whatever happens
+        try:
+            self.reconciler.host().watch(self.model, self._event)
+            LOG.info('nova-pinning-hooks: following libvirt domain events')
+        except Exception as exc:
+            LOG.warning('nova-pinning-hooks: libvirt events not followed '
+                        '(%s: %s); hooks and periodic passes only',
+                        type(exc).__name__, exc)
 
     def note_allocation_ratio(self, ratio, node=None):
         """nova reported this VCPU allocation ratio for ``node`` (on
@@ -159,6 +187,8 @@ class Agent:
         if self.out_of_process:
             self.last_result = self._pass_in_child()
         else:
+            if self.events_wanted and not self.watching:
+                self._watch()
             self.last_result = self.reconciler.run_pass()
             self.pass_metrics.after_pass(self.reconciler, self.last_result)
 

@@ -368,15 +368,10 @@ class Host:
                        for dom, entry in zip(doms, listing)}
             for uuid in model.to_fetch(listing, everything, marked):
                 dom, (_, dom_id, name) = by_uuid[uuid]
-                try:
-                    xml = self._call('read', 'XMLDesc', dom.XMLDesc, 0)
-                except libvirt.libvirtError as exc:
-                    if _code(exc) in GONE:
-                        LOG.info('guest %s went away while being read; '
-                                 'skipped', name)
-                        model.forget(uuid)
-                        continue
-                    raise
+                xml = self._live_xml(dom, name)
+                if xml is None:
+                    model.forget(uuid)
+                    continue
                 model.store(uuid, dom_id, name, xml,
                             self._memory_reader(name),
                             self._affinity(name) if self.kernel_affinity
@@ -393,6 +388,17 @@ class Host:
             domains.append(entry)
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
+    def _live_xml(self, dom, name):
+        """The domain's live XML; None if it went away meanwhile."""
+        try:
+            return self._call('read', 'XMLDesc', dom.XMLDesc, 0)
+        except libvirt.libvirtError as exc:
+            if _code(exc) in GONE:
+                LOG.info('guest %s went away while being read; skipped',
+                         name)
+                return None
+            raise
+
     def _read(self):
         conn = self._connection()
         caps = self.capabilities()
@@ -401,14 +407,9 @@ class Host:
         domains = []
         for dom in doms:
             name = dom.name()  # local: no call to the daemon
-            try:
-                xml = self._call('read', 'XMLDesc', dom.XMLDesc, 0)
-            except libvirt.libvirtError as exc:
-                if _code(exc) in GONE:
-                    LOG.info('guest %s went away while being read; '
-                             'skipped', name)
-                    continue
-                raise
+            xml = self._live_xml(dom, name)
+            if xml is None:
+                continue
             entry = {'xml': xml, 'active': True,
                      'memory_by_node_kib': self._memory_reader(name)}
             if self.kernel_affinity:

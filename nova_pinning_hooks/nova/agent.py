@@ -36,6 +36,10 @@ Invariants:
   again at the next request;
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
+* after each pass, with ``[nova_pinning] metrics_textfile`` set, the
+  Prometheus textfile is rewritten (``metrics.PassMetrics``) by whoever
+  ran the pass: the pass thread here, or the worker process. No port is
+  opened; a metrics failure is a logged warning, never a failed pass;
 * every failure is logged; none reaches nova.
 """
 
@@ -51,6 +55,7 @@ import time
 from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import metrics
 from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import overcommit
 from nova_pinning_hooks import reconciler
@@ -95,6 +100,7 @@ class Agent:
         self._stop = threading.Event()
         self._timer = None
         self.last_result = None
+        self.pass_metrics = metrics.PassMetrics(conf, LOG)
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
         # The node whose inventory sets the ratio: a libvirt nova-compute
@@ -184,6 +190,7 @@ class Agent:
             if self.events_wanted and not self.watching:
                 self._watch()
             self.last_result = self.reconciler.run_pass()
+            self.pass_metrics.after_pass(self.reconciler, self.last_result)
 
     def child_argv(self):
         argv = [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning']

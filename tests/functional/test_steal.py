@@ -22,22 +22,16 @@ from nova_pinning_hooks import qemuproc
 from nova_pinning_hooks import service
 from tests.functional import base
 
-# How far the package's steal may be from the guest's where the guest's
-# figure is steady (floating, pinned): 5 percentage points, or 40 % of
-# the package's figure when that is larger. The two come from the same
-# kernel counter (the vCPU thread's run delay), read at different moments
-# through different clocks (the guest's TSC, the host's monotonic clock);
-# on these nested 2-CPU hosts the guest reported 0.7 to 0.8 times the
-# package's figure (e.g. 15.0 against 21.4 %) in the benchmark's runs.
-TOLERANCE_POINTS = 5.0
-TOLERANCE_SHARE = 0.4
-# Contended, the guest's MSR figure is not steady: over the same 18 s
-# window it read 17.9 to 49.2 % in eleven runs while the package read
-# 39.4 to 48.5 %, with steal + CPU use 99.8 to 100.1 % (a CPU-bound vCPU
-# either runs or waits: the two add up to its whole time). The guest
-# under-reports there (doc/source/performance.rst); so contended, the
-# package must see at least what the guest sees (less the tolerance),
-# and account for all of the vCPU's time.
+# How far the package's steal may be from the guest's own: 2 percentage
+# points, or 10 % of the package's figure when that is larger. Both come
+# from the vCPU thread's run delay, read by KVM for the guest
+# (MSR_KVM_STEAL_TIME) and by libvirt for the package, over the same
+# window of real time (the guest's own clock runs fast under this nested
+# KVM, so the benchmark divides the guest's steal by the host's clock:
+# benchmarks/steal/run.py). Seen here: 2.8 / 2.8, 48.3 / 48.3, 0.1 / 0.1.
+TOLERANCE_POINTS = 2.0
+TOLERANCE_SHARE = 0.1
+# A CPU-bound vCPU either runs or waits: steal + CPU use is all its time.
 ACCOUNTED_MIN, ACCOUNTED_MAX = 95.0, 101.0
 
 
@@ -72,17 +66,16 @@ class TestAgreesWithTheGuest(base.FunctionalTestCase):
             '%s: guest %.1f %% package %.1f %% (CPU %.1f %%)' % (c, g, p, u)
             for c, (g, p, u) in figures.items())
         self.addDetail('steal', _text(report))
-        for config in ('floating', 'package'):  # package = pinned
-            guest, package, _ = figures[config]
+        for config in ('floating', 'contended', 'package'):
+            guest, package, _ = figures[config]  # package = pinned
             self.assertLessEqual(
                 abs(guest - package),
                 max(TOLERANCE_POINTS, TOLERANCE_SHARE * package),
                 '%s disagrees: %s' % (config, report))
-        guest, package, cpu = figures['contended']
-        self.assertGreaterEqual(package, guest - TOLERANCE_POINTS, report)
         # Not vacuous: the contended guest did lose time, and both saw it.
-        self.assertGreater(guest, 10.0, report)
-        self.assertGreater(package, 10.0, report)
+        guest, package, _ = figures['contended']
+        self.assertGreater(guest, 20.0, report)
+        self.assertGreater(package, 20.0, report)
         for config, (_, package, cpu) in figures.items():
             self.assertTrue(ACCOUNTED_MIN <= package + cpu <= ACCOUNTED_MAX,
                             '%s: steal + CPU use is not the whole time: %s'

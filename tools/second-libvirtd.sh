@@ -1,0 +1,89 @@
+#!/bin/bash
+# A second libvirtd on this machine, for live migration tests: its own
+# mount namespace with its own /run, /var/lib/libvirt, /var/cache/libvirt,
+# /var/log/libvirt and /etc/libvirt (so its own virtlogd, pid files,
+# sockets, domains and host UUID), listening on 127.0.0.1 only (TCP, no
+# authentication: loopback, tests only), and seeing as its cpuset
+# hierarchy a group that holds CPU 0 only: guests it starts cannot use
+# CPU 1, like a destination host that lacks a CPU or keeps it reserved.
+#
+#   tools/second-libvirtd.sh start DIR [PORT]   # prints its URI
+#   tools/second-libvirtd.sh stop DIR
+set -euo pipefail
+cmd=${1:?start or stop}; dir=${2:?a directory}; port=${3:-16510}
+cg=/sys/fs/cgroup/cpuset/nph-second-libvirtd
+
+stop() {
+    for name in libvirtd virtlogd; do
+        pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+    done
+    for _ in $(seq 50); do
+        alive=0
+        for name in libvirtd virtlogd; do
+            pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)
+            [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
+        done
+        [ $alive = 0 ] && break
+        sleep 0.2
+    done
+    # Empty groups go bottom-up.
+    if [ -d "$cg" ]; then
+        find "$cg" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true
+        rmdir "$cg" 2>/dev/null || true
+    fi
+}
+
+if [ "$cmd" = stop ]; then
+    stop
+    exit 0
+fi
+
+rm -rf "$dir"
+mkdir -p "$dir"/{run,lib,cache,log,etc}
+cp -a /etc/libvirt/. "$dir/etc/"
+cat > "$dir/etc/libvirtd.conf" <<CONF
+host_uuid = "6a8b1c2d-0000-4000-8000-00000000d2d2"
+listen_tls = 0
+listen_tcp = 1
+tcp_port = "$port"
+listen_addr = "127.0.0.1"
+auth_tcp = "none"
+CONF
+cat > "$dir/etc/qemu.conf" <<CONF
+migration_port_min = 49300
+migration_port_max = 49399
+CONF
+mkdir -p "$cg"
+echo 0 > "$cg/cpuset.cpus"
+cat /sys/fs/cgroup/cpuset/cpuset.mems > "$cg/cpuset.mems"
+# Started with no inherited descriptor (a test runner's lock stays its).
+unshare -m --propagation private bash -c '
+    set -e
+    dir=$1; cg=$2
+    echo $$ > "$cg/cgroup.procs"
+    mount --bind "$cg" /sys/fs/cgroup/cpuset
+    mount --bind "$dir/run" /run
+    mount --bind "$dir/lib" /var/lib/libvirt
+    mount --bind "$dir/cache" /var/cache/libvirt
+    mount --bind "$dir/log" /var/log/libvirt
+    mount --bind "$dir/etc" /etc/libvirt
+    mkdir -p /run/libvirt/qemu /run/lock /var/lib/libvirt/qemu \
+             /var/cache/libvirt/qemu /var/log/libvirt/qemu
+    start() {
+        python3 -c "import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])" "$@"
+    }
+    start virtlogd -d
+    start libvirtd -d --listen -f /etc/libvirt/libvirtd.conf
+' second-libvirtd "$dir" "$cg"
+uri="qemu+tcp://127.0.0.1:$port/system"
+for _ in $(seq 100); do
+    timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1 && break
+    sleep 0.2
+done
+if ! timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1; then
+    echo "second-libvirtd.sh: no answer on $uri" >&2
+    stop
+    exit 1
+fi
+echo "$uri"

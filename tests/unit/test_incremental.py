@@ -456,3 +456,28 @@ class TestAgentRepairs(IncrementalTestCase):
         a.pinVcpuFlags(1, (False,) * 4 + (True,) * 3, 1)
         self.wait_for(lambda: a.vcpu_pins == pins,
                       'pin never repaired after the daemon restarted')
+
+
+class TestResyncTiming(IncrementalTestCase):
+
+    def test_a_pass_a_little_early_is_the_resync(self):
+        # The agent's resync timer and its passes drift by the coalescing
+        # delay: a pass slightly before the due time must still read
+        # everything, or the resync comes one whole period late.
+        self.cf.config(group='nova_pinning', resync_interval=60)
+        for i in range(3):
+            self.boot('g%d' % i, 1)
+        self.rec.run_pass()  # first read: everything
+        self.rec.run_pass()  # reads its writes back
+        before = self.calls()
+        self.rec.run_pass()
+        self.assertNotIn('XMLDesc', self.delta(before))  # not due
+        self.rec._next_resync = time.monotonic() + 30
+        self.rec.run_pass()
+        self.assertNotIn('XMLDesc', self.delta(before))  # half a period
+        self.rec._next_resync = time.monotonic() + 0.2  # the timer's lead
+        self.rec.run_pass()
+        self.assertEqual(3, self.delta(before).get('XMLDesc', 0))
+        before = self.calls()
+        self.rec.run_pass()  # the next one is due a period later
+        self.assertNotIn('XMLDesc', self.delta(before))

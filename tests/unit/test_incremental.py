@@ -425,7 +425,8 @@ class TestAgentRepairs(IncrementalTestCase):
                        resync_interval=0)
         agent = service.BindingService(self.conf, event_loop=False)
         stop = threading.Event()
-        thread = threading.Thread(target=agent.run, args=(stop,))
+        thread = threading.Thread(target=agent.run, args=(stop,),
+                                  daemon=True)
         thread.start()
         self.addCleanup(thread.join, 10)
         self.addCleanup(stop.set)
@@ -481,3 +482,44 @@ class TestResyncTiming(IncrementalTestCase):
         before = self.calls()
         self.rec.run_pass()  # the next one is due a period later
         self.assertNotIn('XMLDesc', self.delta(before))
+
+
+class TestCallbacksNeverBlock(IncrementalTestCase):
+
+    def test_an_event_during_a_hung_pass_returns_at_once(self):
+        # libvirt's event thread (nova's, inside nova-compute) must never
+        # wait for a pass, its lock or a libvirt call.
+        release = threading.Event()
+        self.addCleanup(release.set)
+        self.cf.config(group='nova_pinning', coalesce_delay=0,
+                       libvirt_call_timeout=5, resync_interval=0)
+        agent = service.BindingService(self.conf, event_loop=False)
+        stop = threading.Event()
+        thread = threading.Thread(target=agent.run, args=(stop,),
+                                  daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        self.fake.hang['XMLDesc'] = release
+        # Runs first: no pass may hang while the agent stops.
+        self.addCleanup(release.set)
+        self.addCleanup(self.fake.hang.pop, 'XMLDesc', None)
+        a = self.boot('a', 2)  # its event starts a pass that hangs
+        deadline = time.monotonic() + 5
+        while self.fake.calls['XMLDesc'] == 0:
+            self.assertLess(time.monotonic(), deadline, 'no pass started')
+            time.sleep(0.01)
+        took = []
+        for _ in range(20):
+            start = time.monotonic()
+            self.fake.emit(a, 'TUNABLE', {})
+            took.append(time.monotonic() - start)
+        self.assertLess(max(took), 0.05)
+        self.assertEqual({a.UUIDString()}, agent.model._marked)
+        del self.fake.hang['XMLDesc']
+        release.set()
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        self.assertEqual(2, len(a.vcpu_pins))

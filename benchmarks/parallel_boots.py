@@ -11,8 +11,8 @@ thread each, through a stand-in for ComputeManager whose
 
 * ``hooks``: the method is hooked exactly as in nova-compute and the
   nova plugin's agent runs its passes in a thread (native-thread nova;
-  incremental passes, no libvirt events: nova's driver owns the
-  process's event loop);
+  incremental passes; no ``init_host`` here, so no libvirt events: the
+  hooks alone drive the passes);
 * ``agent``: no hook; the binding agent (``nova-pinning agent``'s
   ``service.BindingService``, libvirt events) runs in this process;
 * ``inactive``: the same method, unhooked, nothing running.

@@ -160,13 +160,15 @@ def parse_only(path):
         ET.fromstring(dom['xml'])
 
 
-def median_ms(func, arg, runs):
-    times = []
+def interleaved_ms(calls, runs):
+    """Median ms of each (func, arg), the calls taking turns."""
+    times = [[] for _ in calls]
     for _ in range(runs):
-        start = time.perf_counter()
-        func(arg)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        for slot, (func, arg) in zip(times, calls):
+            start = time.perf_counter()
+            func(arg)
+            slot.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(t) for t in times]
 
 
 def main():
@@ -192,9 +194,11 @@ def main():
                 with open(path, 'w') as f:
                     json.dump(data, f)
                 end_to_end(path)  # warm caches like a long-lived agent
-                floor = median_ms(parse_only, path, args.runs)
-                total = median_ms(end_to_end, path, args.runs)
-                live = median_ms(live_pass, data, args.runs)
+                # Interleaved, so that a burst of load elsewhere on the
+                # machine weighs on the floor and the plan alike.
+                floor, total, live = interleaved_ms(
+                    [(parse_only, path), (end_to_end, path),
+                     (live_pass, data)], args.runs)
                 result = json.loads(end_to_end(path))
                 modes = sorted({g['mode'] for g in result['guests']})
                 print('| %s | %s | %d | %s | %.1f | %.1f | %.2f | %.0f | '

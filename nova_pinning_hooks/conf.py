@@ -171,6 +171,19 @@ pinning_opts = [
            help='Seconds between safety-net passes inside '
                 'nova-compute, catching changes no hook saw. 0 turns '
                 'them off.'),
+    FloatOpt('steal_warning_percent', default=10.0, min=0.0, max=100.0,
+             help='A guest whose vCPUs wait this share of the time or '
+                  'more for a host CPU (host-side steal, %) is marked '
+                  'in "nova-pinning status" and "nova-pinning top".'),
+    cfg.StrOpt('metrics_textfile', default='',
+               help='After each pass in nova-compute (or in "nova-pinning '
+                    'agent"), write the '
+                    'Prometheus metrics (as "nova-pinning metrics" '
+                    'prints them) to this file, for node_exporter\'s '
+                    'textfile collector: a *.prom file in its '
+                    '--collector.textfile.directory, which the nova user '
+                    'may write. Replaced atomically, mode 0644. Empty: '
+                    'not written.'),
     IntOpt('resync_interval', default=60, min=0, max=MAX_SECONDS,
            help='Long-lived passes (the agent, nova-compute) read only '
                 'the domains that are new, re-created or named by a '

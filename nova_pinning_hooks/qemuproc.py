@@ -15,12 +15,16 @@ Invariants:
 * a process or thread that vanished while being read is left out, never
   an error: ``vcpu_affinity`` returns what it could read ({} for a gone
   process);
-* reads are bounded: comm files are at most 16 bytes.
+* reads are bounded: comm files are at most 16 bytes, schedstat files
+  at most ``SCHEDSTAT_LIMIT`` bytes, read as regular files without
+  following links (``safefs.read_file``).
 """
 
 import os
 
 from nova_pinning_hooks import safefs
+
+SCHEDSTAT_LIMIT = 256
 
 
 def qemu_pid(name, run_dir):
@@ -67,4 +71,21 @@ def vcpu_affinity(pid, proc='/proc', getaffinity=os.sched_getaffinity):
             result[vcpu] = frozenset(getaffinity(tid))
         except OSError:
             continue  # the thread ended
+    return result
+
+
+def vcpu_schedstat(pid, proc='/proc'):
+    """{vCPU index: (ns on a CPU, ns runnable but waiting)} of a qemu
+    process, from each vCPU thread's ``schedstat`` (the kernel's
+    ``sum_exec_runtime`` and ``run_delay``)."""
+    result = {}
+    for vcpu, tid in vcpu_threads(pid, proc).items():
+        path = os.path.join(proc, str(pid), 'task', str(tid), 'schedstat')
+        try:
+            fields = safefs.read_file(path, SCHEDSTAT_LIMIT,
+                                      'schedstat').split()
+        except OSError:
+            continue  # the thread ended
+        if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit():
+            result[vcpu] = (int(fields[0]), int(fields[1]))
     return result

@@ -175,6 +175,11 @@ class Reconciler:
         raw.update(settings)
         return raw
 
+    def vcpu_stats(self):
+        """One reading of every running guest's vCPU counters
+        (``virt.Host.vcpu_stats``): one libvirt call, no lock."""
+        return self._adapter().vcpu_stats()
+
     def plan(self, release=False):
         """Read and plan without writing: (snapshot, plan, changes).
         ``release``: the plan that puts managed guests on every CPU."""

@@ -133,7 +133,7 @@ def _guest_rows(p, keys, change_list):
             '-' if gp.home_node is None else
             '%d(%s)' % (gp.home_node, gp.home_source),
             str(len(gp.vcpu_pins)) if gp.vcpu_pins else '-',
-            _pins_text(gp),
+            pins_text(gp),
             '-' if gp.mode == plan_mod.UNTOUCHED else
             ('%d to change' % pending[gp.uuid] if gp.uuid in pending
              else 'ok'),
@@ -143,7 +143,7 @@ def _guest_rows(p, keys, change_list):
             r[-1] for r in rows]
 
 
-def _pins_text(gp):
+def pins_text(gp):
     if gp.mode == plan_mod.UNTOUCHED:
         return '-'
     if gp.mode == plan_mod.DEDICATED:

@@ -24,13 +24,17 @@ Invariants:
   within its own time bound, the connection is closed;
 * with ``requests`` (a text stream, the nova worker's stdin) each line
   read is a pass request, and its end (nova-compute gone) stops the
-  service.
+  service;
+* after each pass the pass is counted and, with ``[nova_pinning]
+  metrics_textfile`` set, the Prometheus textfile rewritten
+  (``metrics.PassMetrics``); a failure there is a logged warning.
 """
 
 import threading
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks import metrics
 from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import reconciler
 
@@ -54,6 +58,7 @@ class BindingService:
         self.stopped = threading.Event()
         self.last_result = None
         self.results = []  # the last few PassResults, newest last
+        self.pass_metrics = metrics.PassMetrics(conf, LOG)
 
     def start(self):
         """Register for events (opening the connection), then queue the
@@ -80,6 +85,7 @@ class BindingService:
         result = self.reconciler.run_pass()
         self.last_result = result
         self.results = (self.results + [result])[-20:]
+        self.pass_metrics.after_pass(self.reconciler, result)
 
     def run(self, stop=None, requests=None):
         """Start, then serve until ``stop`` is set (or ``requests``

@@ -30,6 +30,11 @@ Invariants:
 * With ``kernel_affinity`` (the default), the live snapshot also carries
   each vCPU thread's affinity as the kernel enforces it
   (``qemuproc.vcpu_affinity``), so drift behind libvirt's back is seen.
+* ``vcpu_stats`` reads every running guest's vCPU counters in one bulk
+  call (``virConnectGetAllDomainStats``), counted as one read; a guest
+  for which libvirt reports no ``vcpu.N.delay`` gets both counters from
+  its vCPU threads' ``schedstat`` instead (``qemuproc.vcpu_schedstat``),
+  never a mix of the two sources.
 * Incremental reads (``read_snapshot(model)``, ``model.HostModel``): one
   listing call, then ``XMLDesc``, memory placement and thread affinity
   only for the domains the model cannot vouch for. A connection opened
@@ -64,6 +69,8 @@ RUN_DIR = '/run/libvirt/qemu'
 GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
 BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
 
+
+_now = time.monotonic  # the clock of samples; tests replace it
 
 # The domain events after which a domain's XML, memory or threads may
 # differ (a pin written live is a tunable event; a start, stop, resume
@@ -361,15 +368,10 @@ class Host:
                        for dom, entry in zip(doms, listing)}
             for uuid in model.to_fetch(listing, everything, marked):
                 dom, (_, dom_id, name) = by_uuid[uuid]
-                try:
-                    xml = self._call('read', 'XMLDesc', dom.XMLDesc, 0)
-                except libvirt.libvirtError as exc:
-                    if _code(exc) in GONE:
-                        LOG.info('guest %s went away while being read; '
-                                 'skipped', name)
-                        model.forget(uuid)
-                        continue
-                    raise
+                xml = self._live_xml(dom, name)
+                if xml is None:
+                    model.forget(uuid)
+                    continue
                 model.store(uuid, dom_id, name, xml,
                             self._memory_reader(name),
                             self._affinity(name) if self.kernel_affinity
@@ -386,6 +388,17 @@ class Host:
             domains.append(entry)
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
+    def _live_xml(self, dom, name):
+        """The domain's live XML; None if it went away meanwhile."""
+        try:
+            return self._call('read', 'XMLDesc', dom.XMLDesc, 0)
+        except libvirt.libvirtError as exc:
+            if _code(exc) in GONE:
+                LOG.info('guest %s went away while being read; skipped',
+                         name)
+                return None
+            raise
+
     def _read(self):
         conn = self._connection()
         caps = self.capabilities()
@@ -394,20 +407,53 @@ class Host:
         domains = []
         for dom in doms:
             name = dom.name()  # local: no call to the daemon
-            try:
-                xml = self._call('read', 'XMLDesc', dom.XMLDesc, 0)
-            except libvirt.libvirtError as exc:
-                if _code(exc) in GONE:
-                    LOG.info('guest %s went away while being read; '
-                             'skipped', name)
-                    continue
-                raise
+            xml = self._live_xml(dom, name)
+            if xml is None:
+                continue
             entry = {'xml': xml, 'active': True,
                      'memory_by_node_kib': self._memory_reader(name)}
             if self.kernel_affinity:
                 entry['kernel_vcpu_affinity'] = self._affinity(name)
             domains.append(entry)
         return {'version': 1, 'capabilities': caps, 'domains': domains}
+
+    def vcpu_stats(self):
+        """Every running guest's cumulative vCPU counters, one call.
+
+        Returns (monotonic time of the reading, {uuid: {'name': name,
+        'vcpus': {index: {'time': ns, 'delay': ns}}}}): the sample
+        ``steal.rates`` takes."""
+        return self._with_reconnect(self._vcpu_stats)
+
+    def _vcpu_stats(self):
+        conn = self._connection()
+        records = self._call(
+            'read', 'getAllDomainStats', conn.getAllDomainStats,
+            libvirt.VIR_DOMAIN_STATS_VCPU | libvirt.VIR_DOMAIN_STATS_STATE,
+            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
+        taken = _now()
+        sample = {}
+        for dom, stats in records:
+            name = dom.name()  # local: no call to the daemon
+            vcpus, complete = {}, True
+            for index in range(int(stats.get('vcpu.current', 0) or 0)):
+                t = stats.get('vcpu.%d.time' % index)
+                d = stats.get('vcpu.%d.delay' % index)
+                if t is None or d is None:
+                    complete = False
+                    break
+                vcpus[index] = {'time': int(t), 'delay': int(d)}
+            if not complete:
+                vcpus = self._schedstat(name)
+            sample[dom.UUIDString()] = {'name': name, 'vcpus': vcpus}
+        return taken, sample
+
+    def _schedstat(self, name):
+        pid = qemu_pid(name, self.run_dir)
+        if not pid:
+            return {}
+        return {v: {'time': t, 'delay': d} for v, (t, d) in
+                sorted(qemuproc.vcpu_schedstat(pid).items())}
 
     def _memory_from_proc(self, name):
         pid = qemu_pid(name, self.run_dir)

@@ -24,6 +24,9 @@ VIR_CONNECT_LIST_DOMAINS_INACTIVE = 2
 VIR_DOMAIN_NUMA_NODESET = 'numa_nodeset'
 VIR_DOMAIN_NUMA_MODE = 'numa_mode'
 VIR_DOMAIN_RUNNING = 1
+VIR_DOMAIN_STATS_STATE = 1
+VIR_DOMAIN_STATS_VCPU = 8
+VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE = 1
 VIR_DOMAIN_SHUTOFF = 5
 
 VIR_ERR_INTERNAL_ERROR = 1
@@ -180,6 +183,11 @@ class FakeDomain:
         self.emulator_pin = None
         self.iothread_pins = {}
         self.numa_nodeset = None
+        # Cumulative vCPU counters (ns) for getAllDomainStats: tests set
+        # them; report_delay=False is a libvirt without vcpu.N.delay.
+        self.vcpu_time = collections.Counter()
+        self.vcpu_delay = collections.Counter()
+        self.report_delay = True
         self.id = host.next_id
         host.next_id += 1
         for vcpu, cpus in re.findall(
@@ -361,6 +369,26 @@ class FakeConnection:
         if flags & VIR_CONNECT_LIST_DOMAINS_ACTIVE:
             doms = [d for d in doms if d.active]
         return doms
+
+    def getAllDomainStats(self, stats=0, flags=0):  # noqa: N802
+        self._call('getAllDomainStats')
+        if not stats & VIR_DOMAIN_STATS_VCPU:
+            raise libvirtError('test expects VIR_DOMAIN_STATS_VCPU',
+                               VIR_ERR_INVALID_ARG)
+        records = []
+        for dom in self._host.domains.values():
+            if flags & VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE and \
+                    not dom.active:
+                continue
+            record = {'state.state': VIR_DOMAIN_RUNNING,
+                      'vcpu.current': dom.vcpus, 'vcpu.maximum': dom.vcpus}
+            for v in range(dom.vcpus):
+                record['vcpu.%d.state' % v] = 1
+                record['vcpu.%d.time' % v] = dom.vcpu_time[v]
+                if dom.report_delay:
+                    record['vcpu.%d.delay' % v] = dom.vcpu_delay[v]
+            records.append((dom, record))
+        return records
 
     def lookupByUUIDString(self, uuid):  # noqa: N802
         self._call('lookupByUUIDString')

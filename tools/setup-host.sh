@@ -14,7 +14,7 @@ set -euo pipefail
 
 packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           libvirt-dev qemu-system-x86 pkg-config python3-venv python3-dev
-          gcc git
+          gcc git tmux
           # isolation under a real systemd: a Debian root file system
           # booted with systemd-nspawn (tools/systemd-rootfs.sh)
           debootstrap systemd-container)

@@ -44,6 +44,60 @@ def _config_args(argv):
     return files, dirs
 
 
+MAX_INTERVAL = 3600.0  # seconds a command samples or refreshes at most
+
+
+def number_arg(text, high, unit):
+    """A finite number in plain ASCII digits, 0 to ``high`` (``nan``,
+    ``inf``, ``-1``, ``1e9`` refused), for argparse types."""
+    import argparse
+    import math
+    import re
+    if not re.fullmatch(r'[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}',
+                        text or '', re.ASCII):
+        raise argparse.ArgumentTypeError('%.40r is not a number of %s'
+                                         % (text, unit))
+    value = float(text)
+    if not (math.isfinite(value) and 0 <= value <= high):
+        raise argparse.ArgumentTypeError('%s %s is out of range (0 to %g)'
+                                         % (text, unit, high))
+    return value
+
+
+def seconds_arg(text):
+    """An argparse type: 0 to ``MAX_INTERVAL`` seconds."""
+    return number_arg(text, MAX_INTERVAL, 'seconds')
+
+
+def percent_arg(text):
+    """An argparse type: 0 to 100 percent."""
+    return number_arg(text, 100.0, 'percent')
+
+
+def listen_arg(text):
+    """An argparse type: ``ADDR:PORT`` or ``[IPv6]:PORT`` with a literal
+    IP address and a port 1-65535 -> (address, port)."""
+    import argparse
+    import ipaddress
+    import re
+    match = re.fullmatch(r'\[([0-9A-Fa-f:.]{2,45})\]:([0-9]{1,5})|'
+                         r'([0-9.]{7,15}):([0-9]{1,5})', text or '',
+                         re.ASCII)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            '%.60r is not ADDR:PORT (an IP address and a port)' % text)
+    address = match.group(1) or match.group(3)
+    port = int(match.group(2) or match.group(4))
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            '%.60r is not an IP address' % address) from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError('port %d is out of range' % port)
+    return address, port
+
+
 def check_config_files(argv, project, prog):
     """Refuse, before oslo.config reads them, configuration files that
     are not small regular files (a FIFO would hang the command, a device

@@ -7,6 +7,7 @@ is 1.
 """
 
 import json
+import time
 
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import cpuset
@@ -14,6 +15,7 @@ from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import render
 from nova_pinning_hooks import snapshot as snapshot_mod
+from nova_pinning_hooks import stealview
 
 
 def _reconciler(conf):
@@ -56,13 +58,36 @@ def _isolation_status(conf):
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
 
 
+_sleep = time.sleep  # tests replace it
+
+
+def plan_and_sample(rec, interval):
+    """(snapshot, plan, changes, Measurement or None): the host read and
+    planned between two samples of vCPU counters ``interval`` seconds
+    apart (no sample for 0). Three reads of the host in all."""
+    start = time.monotonic()
+    first = rec.vcpu_stats() if interval else None
+    snap, p, changes = rec.plan()
+    if not interval:
+        return snap, p, changes, None
+    left = start + interval - time.monotonic()
+    if left > 0:
+        _sleep(left)
+    second = rec.vcpu_stats()
+    return snap, p, changes, stealview.measure(p, first[1], second[1],
+                                               second[0] - first[0],
+                                               changes)
+
+
 @_guard
 def cmd_status(conf):
     rec = _reconciler(conf)
     try:
-        snap, p, changes = rec.plan()
+        snap, p, changes, measured = plan_and_sample(rec,
+                                                     conf.command.interval)
     finally:
         rec.close()
+    threshold = conf.nova_pinning.steal_warning_percent
     iso = _isolation_status(conf)
     drift = snap.drift()
     source = reconciler.host_settings(conf).get('ratio_source')
@@ -79,6 +104,9 @@ def cmd_status(conf):
                 sorted(drift.get(entry['uuid'], {}).items())}
         data['isolation'] = iso
         data['allocation_ratio_source'] = source
+        if measured is not None:
+            data['steal'] = stealview.to_json(measured)
+            data['steal']['warning_percent'] = threshold
         return json.dumps(data, indent=1, default=str) + '\n'
     text = render.plan_table(p, snap.host, snap.guests, changes,
                              title='status of %s' %
@@ -90,6 +118,9 @@ def cmd_status(conf):
             text += ('kernel drift: %s vCPU %d runs on %s, libvirt says %s '
                      '(a pass repairs it)\n' % (names[uuid], v, fmt(cpus),
                                                 fmt(pin)))
+    if measured is not None:
+        text += '\n' + '\n'.join(stealview.lines(measured,
+                                                 threshold)) + '\n'
     return text + '\n' + _isolation_text(iso)
 
 
@@ -101,6 +132,41 @@ def _isolation_text(iso):
     parts = ['%s=%s' % (k, v) for k, v in sorted(iso.items())
              if not isinstance(v, (dict, list))]
     return 'host isolation: %s\n' % ', '.join(parts)
+
+
+@_guard
+def cmd_metrics(conf):
+    """The exposition; exit 1 (after printing it, ``nova_pinning_up``
+    0) when part of the host could not be read."""
+    from nova_pinning_hooks import metrics
+    rec = _reconciler(conf)
+    try:
+        view = metrics.read_view(rec, conf)
+    finally:
+        rec.close()
+    text = metrics.exposition(view)
+    if view.errors:
+        return text, 1, view.errors[0]
+    return text
+
+
+def cmd_exporter(conf):
+    """Serve the metrics on ``--listen`` until Ctrl-C (exit 0)."""
+    import threading
+
+    from nova_pinning_hooks import metrics
+    address, port = conf.command.listen
+    rec = _reconciler(conf)
+    try:
+        metrics.serve(rec, conf, address, port, threading.Event())
+    except OSError as exc:
+        raise common.CommandFailed('cannot listen on %s port %d: %s' % (
+            address, port, exc.strerror or exc)) from None
+    except KeyboardInterrupt:
+        return ''
+    finally:
+        rec.close()
+    return ''
 
 
 @_guard
@@ -149,6 +215,107 @@ def cmd_rebind(conf, release=False):
 def cmd_release(conf):
     """Undo the binding of every managed guest, in one locked pass."""
     return cmd_rebind(conf, release=True)
+
+
+CLEAR = '\x1b[H\x1b[2J'
+HIDE_CURSOR, SHOW_CURSOR = '\x1b[?25l', '\x1b[?25h'
+# The terminal's alternate screen: what was on screen before comes back.
+ALT_SCREEN, MAIN_SCREEN = '\x1b[?1049h', '\x1b[?1049l'
+
+
+def _frame(conf, p, m, threshold, when):
+    head = 'nova-pinning top  %s  %s  every %gs  (q or Ctrl-C quits)' % (
+        conf.nova_pinning.connection_uri, time.strftime('%H:%M:%S', when),
+        conf.command.interval)
+    host = ('host: ratio %g; %d managed vCPUs of %g allocatable on a pool '
+            'of %d pCPUs' % (p.allocation_ratio, p.total_vcpus,
+                             len(p.pool) * p.allocation_ratio, len(p.pool)))
+    return [head, host] + stealview.lines(m, threshold)
+
+
+class _Terminal:
+    """Keys without Enter, no echo, the cursor hidden, drawn on the
+    alternate screen; all restored on leaving, whatever ends the loop."""
+
+    def __init__(self, stdin, stdout):
+        self.stdin, self.stdout = stdin, stdout
+        self.fd = stdin.fileno() if stdin.isatty() else None
+        self.saved = None
+
+    def __enter__(self):
+        if self.fd is not None:
+            import termios
+            import tty
+            self.saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)
+        self.stdout.write(ALT_SCREEN + HIDE_CURSOR)
+        self.stdout.flush()
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import termios
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+        self.stdout.write(SHOW_CURSOR + MAIN_SCREEN)
+        self.stdout.flush()
+
+    def wait_for_quit(self, seconds):
+        """Wait up to ``seconds``; True if ``q`` was pressed."""
+        import select
+        if self.fd is None:
+            time.sleep(seconds)
+            return False
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                import os
+                data = os.read(self.fd, 64)
+                if not data or b'q' in data.lower():
+                    return True
+
+
+@_guard
+def cmd_top(conf):
+    """Steal per guest, worst first, refreshed every ``--interval``."""
+    import shutil
+    import sys
+    interval = conf.command.interval
+    if interval <= 0:
+        raise common.UsageError('top: --interval must be above 0')
+    threshold = conf.command.threshold
+    if threshold is None:
+        threshold = conf.nova_pinning.steal_warning_percent
+    rec = _reconciler(conf)
+    try:
+        if conf.command.once:
+            _, p, _, m = plan_and_sample(rec, interval)
+            return '\n'.join(_frame(conf, p, m, threshold,
+                                    time.localtime())) + '\n'
+        out = sys.stdout
+        with _Terminal(sys.stdin, out) as term:
+            try:
+                taken, before = rec.vcpu_stats()
+                while not term.wait_for_quit(
+                        max(0.0, taken + interval - time.monotonic())):
+                    _, p, changes = rec.plan()
+                    now, after = rec.vcpu_stats()
+                    m = stealview.measure(p, before, after, now - taken,
+                                          changes)
+                    taken, before = now, after
+                    width = shutil.get_terminal_size((100, 40)).columns
+                    out.write(CLEAR + '\n'.join(
+                        line[:width] for line in
+                        _frame(conf, p, m, threshold, time.localtime())))
+                    out.flush()
+            except KeyboardInterrupt:
+                pass  # Ctrl-C is how a person leaves top: not an error
+        return ''
+    finally:
+        rec.close()
 
 
 def cmd_agent(conf):

@@ -6,6 +6,16 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``snapshot [--connection URI]``: the live host as a snapshot;
 * ``status [--connection URI] [--format table|json]``: the live host, its
   plan and whether the live pins match it;
+* ``status ... --interval SECONDS``: also each guest's steal and CPU use
+  from two samples of its vCPU counters that far apart (default 2; 0:
+  no sample), and each NUMA node's vCPU demand against its pool;
+* ``top [--interval SECONDS] [--once] [--threshold PCT]``: the same,
+  refreshing in the terminal until ``q`` or Ctrl-C;
+* ``metrics [--connection URI]``: the Prometheus metrics of the host
+  (what nova-compute and ``agent`` write to ``[nova_pinning]
+  metrics_textfile`` after each pass);
+* ``exporter --listen ADDR:PORT``: serve those metrics on /metrics,
+  read afresh at every scrape, until Ctrl-C;
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
   guest back on all online CPUs;
@@ -54,9 +64,32 @@ def _add_parsers(subparsers):
         if name == 'status':
             sp.add_argument('--format', choices=('table', 'json'),
                             default='table')
+        if name in ('status', 'top'):
+            sp.add_argument('--interval', type=common.seconds_arg,
+                            default=2.0, metavar='SECONDS',
+                            help='seconds between the two samples of '
+                                 'vCPU counters behind the steal figures'
+                                 '%s (default 2)' % (
+                                     '; 0: no sample' if name == 'status'
+                                     else ' (the refresh period)'))
         if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')
+        if name == 'exporter':
+            sp.add_argument('--listen', required=True,
+                            type=common.listen_arg, metavar='ADDR:PORT',
+                            help='address and port to serve /metrics on '
+                                 '(for example 127.0.0.1:9179 or '
+                                 '[::1]:9179)')
+        if name == 'top':
+            sp.add_argument('--once', action='store_true',
+                            help='print one frame (after one interval) '
+                                 'and exit: for scripts')
+            sp.add_argument('--threshold', type=common.percent_arg,
+                            metavar='PCT',
+                            help='mark guests with at least this steal %% '
+                                 '(default: [nova_pinning] '
+                                 'steal_warning_percent)')
         if name == 'agent':
             sp.add_argument('--requests-on-stdin', action='store_true',
                             help='each line on standard input requests a '
@@ -107,6 +140,12 @@ _LIVE_COMMANDS = (
     ('snapshot', _live('cmd_snapshot'), 'print the live host as a snapshot'),
     ('status', _live('cmd_status'),
      'show the live host, its plan and whether the pins match'),
+    ('top', _live('cmd_top'),
+     'watch each guest\'s steal beside its binding, refreshing'),
+    ('metrics', _live('cmd_metrics'),
+     'print the Prometheus metrics of the host (text format)'),
+    ('exporter', _live('cmd_exporter'),
+     'serve the metrics over HTTP (hosts without node_exporter)'),
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
     ('release', _live('cmd_release'),
      'put every managed guest back on all CPUs (after switching off)'),

@@ -19,9 +19,13 @@ Invariants:
 * in native-thread nova the worker is a daemon thread running the pass in
   this process, with a ``model.HostModel`` so that each pass reads only
   the domains that are new or re-created (and all of them every
-  ``resync_interval``). It registers no libvirt events: libvirt's event
-  loop is process-wide and nova's driver owns it in nova-compute; the
-  hooks say when nova changed something.
+  ``resync_interval``). libvirt's event loop is process-wide and nova's
+  driver registers and runs it (in ``init_host``); once ``init_host``
+  has returned, the pass thread reopens its connection with our domain
+  events on it (``virt.Host.watch``), and nova's event thread delivers
+  them: each callback marks the model and queues a request, nothing
+  more, so nova's loop is never held. Before that, and if nova's loop
+  is absent, the hooks and the periodic pass drive the passes.
 * when eventlet has monkey-patched ``threading`` (older nova, or
   ``concurrency_backend = eventlet``) a libvirt call would freeze every
   green thread, so passes run in one long-lived worker process,
@@ -32,6 +36,10 @@ Invariants:
   again at the next request;
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
+* after each pass, with ``[nova_pinning] metrics_textfile`` set, the
+  Prometheus textfile is rewritten (``metrics.PassMetrics``) by whoever
+  ran the pass: the pass thread here, or the worker process. No port is
+  opened; a metrics failure is a logged warning, never a failed pass;
 * every failure is logged; none reaches nova.
 """
 
@@ -47,6 +55,7 @@ import time
 from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks import metrics
 from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import overcommit
 from nova_pinning_hooks import reconciler
@@ -75,9 +84,14 @@ class Agent:
         group = conf.nova_pinning
         self.out_of_process = (eventlet_patched() if out_of_process is None
                                else out_of_process)
+        self.model = None if self.out_of_process else model_mod.HostModel()
         self.reconciler = (None if self.out_of_process
-                           else reconciler.Reconciler(
-                               conf, model=model_mod.HostModel()))
+                           else reconciler.Reconciler(conf,
+                                                      model=self.model))
+        # In-process events: wanted once nova's event loop runs
+        # (after init_host), registered on the pass thread.
+        self.events_wanted = False
+        self.watching = False
         self.worker = None  # the agent process, when out of process
         self.worker_starts = 0
         self.coalescer = reconciler.Coalescer(
@@ -86,6 +100,7 @@ class Agent:
         self._stop = threading.Event()
         self._timer = None
         self.last_result = None
+        self.pass_metrics = metrics.PassMetrics(conf, LOG)
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
         # The node whose inventory sets the ratio: a libvirt nova-compute
@@ -98,7 +113,26 @@ class Agent:
     def request(self, reason, host=None):
         """Queue a pass (never blocks: see ``Coalescer.request``)."""
         self.requests.append((time.monotonic(), host, reason))
+        if reason == 'init_host' and not self.out_of_process:
+            self.events_wanted = True  # nova's event loop runs now
         return self.coalescer.request(reason)
+
+    def _event(self, reason):
+        """A libvirt event (on nova's event thread): queue, return."""
+        self.requests.append((time.monotonic(), None, reason))
+        return self.coalescer.request(reason)
+
+    def _watch(self):
+        """On the pass thread: our events on a fresh connection, now that
+        nova's driver registered and runs libvirt's event loop."""
+        self.watching = True  # once, whatever happens
+        try:
+            self.reconciler.host().watch(self.model, self._event)
+            LOG.info('nova-pinning-hooks: following libvirt domain events')
+        except Exception as exc:
+            LOG.warning('nova-pinning-hooks: libvirt events not followed '
+                        '(%s: %s); hooks and periodic passes only',
+                        type(exc).__name__, exc)
 
     def note_allocation_ratio(self, ratio, node=None):
         """nova reported this VCPU allocation ratio for ``node`` (on
@@ -153,7 +187,10 @@ class Agent:
         if self.out_of_process:
             self.last_result = self._pass_in_child()
         else:
+            if self.events_wanted and not self.watching:
+                self._watch()
             self.last_result = self.reconciler.run_pass()
+            self.pass_metrics.after_pass(self.reconciler, self.last_result)
 
     def child_argv(self):
         argv = [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning']

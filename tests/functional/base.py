@@ -172,7 +172,8 @@ class FunctionalTestCase(testtools.TestCase):
         with open(path, 'w') as f:
             f.write('[nova_pinning]\n')
             for key in ('connection_uri', 'allocation_ratio', 'lock_path',
-                        'reserved_cpus', 'overcommit_file'):
+                        'reserved_cpus', 'overcommit_file',
+                        'metrics_textfile'):
                 value = getattr(group, key)
                 if value is not None:
                     f.write('%s = %s\n' % (key, value))

@@ -42,3 +42,50 @@ class TestHookedOperation(base.FunctionalTestCase):
         self.assertEqual({cpuset.parse('0'), cpuset.parse('1')},
                          set(pins.values()))
         self.assertPinned(self.guest, pins)
+
+
+class TestEventsInNovaCompute(base.FunctionalTestCase):
+    """Native-thread nova: after init_host, whose driver registers and
+    runs libvirt's event loop (here ``virt.start_event_loop`` stands in
+    for ``nova.virt.libvirt.host.Host._init_events``), the agent follows
+    libvirt's domain events on that loop: a guest nova did not start (no
+    hook ran) is pinned all the same, within about a second."""
+
+    def test_a_guest_started_behind_novas_back_is_pinned(self):
+        import time
+
+        from nova_pinning_hooks import virt
+
+        class Manager:
+            def init_host(self):
+                virt.start_event_loop()  # what nova's driver does here
+                return None
+
+        self.addCleanup(agent.deactivate)
+        self.addCleanup(hooks.reset)
+        self.cf.config(group='nova_pinning', periodic_interval=0,
+                       reserved_cpus='0',
+                       hooked_methods=['init_host'])
+        conf = self.conf
+        register_nova_options(conf)
+        a = agent.activate(conf, manager_cls=Manager)
+        self.assertFalse(a.out_of_process)
+        Manager().init_host()
+        self.assertTrue(a.coalescer.request('settle', wait=True,
+                                            timeout=30))
+        self.assertTrue(a.watching)
+        passes = a.coalescer.passes
+
+        dom = self.boot('behind-novas-back')  # no hook runs for this
+        created = time.monotonic()
+        deadline = created + 30
+        while self.libvirt_pins(dom) != {0: frozenset({1})}:
+            self.assertLess(time.monotonic(), deadline,
+                            'never pinned: no event reached the agent')
+            time.sleep(0.02)
+        pinned = time.monotonic()
+        self.assertPinned(dom, {0: frozenset({1})})
+        self.assertGreater(a.coalescer.passes, passes)
+        self.assertIn('LIFECYCLE event of %s' % dom.name(),
+                      [r for _, _, r in a.requests])
+        self.assertLess(pinned - created, 2.0)

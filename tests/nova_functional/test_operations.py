@@ -121,9 +121,16 @@ class Recorder:
     """Stands in for the reconciler: counts passes, touches nothing."""
 
     passes = 0
+    watched = 0
 
-    def __init__(self, conf, connect=None):
+    def __init__(self, conf, connect=None, model=None):
         pass
+
+    def host(self):
+        return self  # stands in for virt.Host too
+
+    def watch(self, model, on_change):
+        Recorder.watched += 1
 
     def run_pass(self, **kwargs):
         Recorder.passes += 1
@@ -184,6 +191,7 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
             'nova_pinning_hooks.nova.agent.eventlet_patched', lambda: False))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.reconciler.Reconciler', Recorder))
+        Recorder.watched = 0
         self.hook_seconds = []
         post = hook.BindNumaAffinityHook.post
 
@@ -387,6 +395,11 @@ class TestOperationsOn(OperationsTestBase):
                 (roles[role], method) for role, method in PASSES[label])))
         self.write_table(requests)
         self.assertEqual(expected, seen)
+
+        # After init_host (nova's driver runs libvirt's event loop) the
+        # pass thread registered our events, once.
+        self.assertEqual(1, Recorder.watched)
+        self.assertTrue(self.agent.watching)
 
         # On nova's thread the hook only queues.
         self.assertTrue(self.hook_seconds)

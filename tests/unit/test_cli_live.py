@@ -30,6 +30,10 @@ class LiveCliTestCase(testtools.TestCase):
         self.write_config(allocation_ratio=4.0, busy_retries=0,
                           busy_retry_delay=0)
         self.useFixture(Alarm(30))
+        # status samples vCPU counters over --interval: no real wait.
+        self.slept = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.cmd.live._sleep', self.slept.append))
 
     def write_config(self, **options):
         options.setdefault('lock_path', self.tmp)
@@ -172,3 +176,90 @@ class TestStatusRatio(LiveCliTestCase):
         code, out, err = self.run_cli('status')
         self.assertIn('allocation ratio 3, from [nova_pinning] '
                       'allocation_ratio', out)
+
+
+class TestStatusSteal(LiveCliTestCase):
+    """``status`` samples vCPU counters twice, ``--interval`` apart."""
+
+    def setUp(self):
+        super().setUp()
+        self.clock = [100.0]
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.virt._now', lambda: self.clock[0]))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.cmd.live._sleep', self.advance))
+
+    def advance(self, seconds):
+        """The guests run while the command waits: a's vCPU 0 waits
+        half the time, b runs without waiting."""
+        self.slept.append(seconds)
+        self.clock[0] += seconds
+        ns = int(seconds * 1e9)
+        a, b = self.fake.by_name('a'), self.fake.by_name('b')
+        a.vcpu_time[0] += ns // 2
+        a.vcpu_delay[0] += ns // 2
+        b.vcpu_time[0] += ns
+
+    def test_table_marks_the_guest_over_the_threshold(self):
+        self.write_config(allocation_ratio=4.0, steal_warning_percent=20)
+        code, out, err = self.run_cli('status', '--interval', '3')
+        self.assertEqual(0, code, err)
+        # The wait is what is left of the interval after the reads.
+        self.assertEqual(1, len(self.slept))
+        self.assertTrue(2.5 < self.slept[0] <= 3.0, self.slept)
+        self.assertIn('steal over %.2f s' % self.slept[0], out)
+        steal_part = out[out.index('steal over'):]
+        guest_lines = [ln for ln in steal_part.splitlines()
+                       if ln.lstrip('! ').startswith(('a ', 'b '))]
+        # Worst first; a: vCPU 0 waits half, vCPU 1 idle -> 25 % steal.
+        self.assertEqual(2, len(guest_lines), steal_part)
+        self.assertTrue(guest_lines[0].startswith('!  a '), guest_lines)
+        self.assertIn('25.0', guest_lines[0])
+        self.assertIn('50.0', guest_lines[0])  # worst vCPU
+        self.assertTrue(guest_lines[1].startswith('   b '), guest_lines)
+        self.assertIn('100.0', guest_lines[1])  # b's CPU use
+        self.assertIn('node 0: vCPU demand 2.00 CPUs, pool 4 CPUs, '
+                      '2 guest(s), worst a 25.0 % steal', steal_part)
+        # One bulk call per sample, counted with the other reads.
+        self.assertEqual(2, self.fake.calls['getAllDomainStats'])
+
+    def test_json(self):
+        code, out, err = self.run_cli('status', '--format', 'json',
+                                      '--interval', '1.5')
+        self.assertEqual(0, code, err)
+        data = json.loads(out)['steal']
+        self.assertEqual(round(self.slept[0], 6), data['interval_seconds'])
+
+        def rounded(value):
+            if isinstance(value, dict):
+                return {k: rounded(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [rounded(v) for v in value]
+            return round(value, 3) if isinstance(value, float) else value
+        by_name = {g['name']: rounded(g) for g in data['guests'].values()}
+        self.assertEqual(25.0, by_name['a']['steal_pct'])
+        self.assertEqual({'0': {'steal_pct': 50.0, 'cpu_pct': 50.0},
+                          '1': {'steal_pct': 0.0, 'cpu_pct': 0.0}},
+                         by_name['a']['vcpus'])
+        self.assertEqual(100.0, by_name['b']['cpu_pct'])
+        self.assertEqual([{'node': 0, 'guests': 2, 'demand_cpus': 2.0,
+                           'pool_cpus': 4, 'worst_guest': 'a',
+                           'worst_steal_pct': 25.0}],
+                         rounded(data['nodes']))
+        self.assertEqual(10.0, data['warning_percent'])
+
+    def test_interval_0_takes_no_sample(self):
+        code, out, err = self.run_cli('status', '--interval', '0')
+        self.assertEqual(0, code, err)
+        self.assertNotIn('steal over', out)
+        self.assertEqual(0, self.fake.calls['getAllDomainStats'])
+        code, out, err = self.run_cli('status', '--interval', '0',
+                                      '--format', 'json')
+        self.assertNotIn('steal', json.loads(out))
+
+    def test_bad_interval_is_2(self):
+        for bad in ('-1', 'nan', 'inf', '1e9', '3601', '', '٣', '0x10',
+                    '1,5'):
+            self.assertRefused(self.run_cli('status', '--interval', bad), 2,
+                               '--interval')
+        self.assertEqual(0, self.fake.calls['getAllDomainStats'])

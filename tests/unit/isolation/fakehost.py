@@ -14,6 +14,7 @@ where the agent relies on it:
 import errno
 import os
 import shutil
+import threading
 
 import fixtures
 
@@ -23,9 +24,13 @@ V1 = 'nova_pinning_hooks.isolation.cgroupv1.'
 
 
 def put(path, text):
+    # Atomic, as the kernel's files read: the agent's threads read these
+    # while the fake rewrites them (a torn read made tests flaky).
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
+    tmp = '%s.fake-%d' % (path, threading.get_ident())
+    with open(tmp, 'w') as f:
         f.write(text)
+    os.replace(tmp, path)
 
 
 def get(path):

@@ -1,0 +1,368 @@
+"""Prometheus metrics: what the binding does, and what guests feel.
+
+``exposition(view, stats)`` renders, with ``prometheus_client``, the
+Prometheus text format of a ``HostView`` (read by ``read_view``: the plan
+of the host, one bulk sample of vCPU counters, the ratio in force and its
+source, the isolation state) and of the passes so far (``PassStats``).
+The long-lived runners of passes (nova-compute's pass thread, the
+``nova-pinning agent`` worker) count their passes and, with
+``[nova_pinning] metrics_textfile`` set, write it after each pass for
+node_exporter's textfile collector (``PassMetrics``); ``nova-pinning
+metrics`` prints it and ``nova-pinning exporter`` serves it (without
+pass counters: they run no pass). Pass counters live as long as the
+process that counts them; a restart starts them again at zero, which
+Prometheus' ``rate`` and ``increase`` take as a counter reset.
+
+Names follow Prometheus conventions (base units, ``_seconds``,
+``_total`` for counters). The per-vCPU counters keep the stems of the
+libvirt exporters' ``libvirt_domain_vcpu_time_seconds_total`` and
+``libvirt_domain_vcpu_delay_seconds_total`` under this package's
+``nova_pinning_`` prefix, so that both can be scraped from one host
+without clashing, and the same PromQL works on either. Every per-guest
+series carries ``uuid``, ``name`` (the libvirt domain name) and ``node``
+(the guest's home node, ``none`` for cross-node or unplaced guests);
+per-vCPU series add ``vcpu``.
+
+Invariants:
+
+* the counters are libvirt's cumulative counters as read, in seconds:
+  no interval, no state kept between scrapes; a restarted guest's
+  counters start again from zero, which Prometheus' ``rate`` handles;
+* reading never writes anything to libvirt and takes one bulk call for
+  all guests' vCPU counters; a part that cannot be read (libvirt down,
+  no ratio) leaves its series out and sets ``nova_pinning_up`` to 0,
+  never raises out of ``read_view``;
+* the textfile is replaced atomically (``safefs.write_atomic``), mode
+  0644, in a directory reached without following links.
+"""
+
+import dataclasses
+import threading
+import time
+
+from prometheus_client import core
+from prometheus_client import exposition as prom_exposition
+from prometheus_client import registry as prom_registry
+
+from nova_pinning_hooks import safefs
+
+PREFIX = 'nova_pinning_'
+OUTCOMES = ('ok', 'failed', 'refused')
+
+
+@dataclasses.dataclass
+class HostView:
+    plan: object = None  # plan.Plan, or None when it could not be read
+    sample: dict = None  # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
+    ratio_source: object = None
+    isolation: dict = None  # isolation.status()
+    errors: list = dataclasses.field(default_factory=list)
+
+
+class PassStats:
+    """Counters of the passes of one process (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.passes = dict.fromkeys(OUTCOMES, 0)
+        self.seconds_sum = 0.0
+        self.changes = {}  # (result, kind) -> count
+        self.calls = {'read': 0, 'write': 0}
+        self.last_timestamp = None
+        self.last_seconds = None
+        self.last_ok = None
+
+    def record(self, result, now=None):
+        """Count a ``reconciler.PassResult``."""
+        outcome = ('ok' if result.error is None else
+                   'refused' if result.error_kind == 'input' else 'failed')
+        with self._lock:
+            self.passes[outcome] += 1
+            self.seconds_sum += result.seconds
+            skipped = {id(c) for c, _ in result.skipped
+                       if not isinstance(c, str)}
+            for c in result.applied:
+                key = ('applied', c.kind)
+                self.changes[key] = self.changes.get(key, 0) + 1
+            for c in result.changes:
+                if id(c) in skipped:
+                    key = ('skipped', c.kind)
+                    self.changes[key] = self.changes.get(key, 0) + 1
+            for kind in self.calls:
+                self.calls[kind] += result.calls.get(kind, 0)
+            self.last_timestamp = time.time() if now is None else now
+            self.last_seconds = result.seconds
+            self.last_ok = result.complete
+
+
+def read_view(rec, conf, plan=None, isolation=True):
+    """A HostView of the live host through reconciler ``rec``: its plan
+    (``plan``, e.g. the one a pass just applied, or read and planned now:
+    no pass, no write), one sample of vCPU counters, the ratio's source,
+    the isolation state. Never raises: what failed is in ``errors``."""
+    from nova_pinning_hooks import reconciler
+    view = HostView(plan=plan)
+    try:
+        view.ratio_source = reconciler.host_settings(conf).get(
+            'ratio_source')
+        if view.plan is None:
+            _, view.plan, _ = rec.plan()
+    except Exception as exc:
+        view.errors.append('plan: %s: %s' % (type(exc).__name__, exc))
+    try:
+        view.sample = rec.vcpu_stats()[1]
+    except Exception as exc:
+        view.errors.append('vcpu stats: %s: %s' % (type(exc).__name__, exc))
+    if isolation:
+        from nova_pinning_hooks import isolation as isolation_mod
+        view.isolation = isolation_mod.status(conf)
+    return view
+
+
+def _node_label(node):
+    return 'none' if node is None else str(node)
+
+
+class _Collector:
+
+    def __init__(self, view, stats):
+        self.view, self.stats = view, stats
+
+    def collect(self):
+        yield from self._host()
+        yield from self._guests()
+        yield from self._isolation()
+        if self.stats is not None:
+            yield from self._passes()
+
+    def _host(self):
+        up = core.GaugeMetricFamily(
+            PREFIX + 'up', '1 if the plan and the vCPU counters of the host '
+            'could be read for these metrics, else 0.')
+        up.add_metric([], 0 if self.view.errors else 1)
+        yield up
+        p = self.view.plan
+        if p is None:
+            return
+        ratio = core.GaugeMetricFamily(
+            PREFIX + 'allocation_ratio', 'CPU allocation ratio in force, '
+            'by where it comes from.', labels=['source'])
+        ratio.add_metric([str(self.view.ratio_source or 'unknown')],
+                         p.allocation_ratio)
+        yield ratio
+        pool = core.GaugeMetricFamily(
+            PREFIX + 'node_pool_cpus', 'Host CPUs of the guest pool on '
+            'each NUMA node.', labels=['node'])
+        alloc = core.GaugeMetricFamily(
+            PREFIX + 'node_allocatable_vcpus', 'vCPUs the node may carry: '
+            'its pool times the allocation ratio.', labels=['node'])
+        vcpus = core.GaugeMetricFamily(
+            PREFIX + 'node_vcpus', 'vCPUs of the managed single-node '
+            'guests homed on each NUMA node.', labels=['node'])
+        for node, cpus in sorted(p.pool_by_node.items()):
+            pool.add_metric([str(node)], len(cpus))
+            alloc.add_metric([str(node)], len(cpus) * p.allocation_ratio)
+            vcpus.add_metric([str(node)], p.node_vcpus.get(node, 0))
+        yield pool
+        yield alloc
+        yield vcpus
+        cross = core.GaugeMetricFamily(
+            PREFIX + 'cross_node_vcpus', 'vCPUs of managed guests whose '
+            'memory spans NUMA nodes.')
+        cross.add_metric([], p.cross_node_vcpus)
+        yield cross
+        modes = core.GaugeMetricFamily(
+            PREFIX + 'guests', 'Running guests by home node and binding '
+            'mode.', labels=['node', 'mode'])
+        counts = {}
+        for gp in p.guests:
+            key = (_node_label(gp.home_node), gp.mode)
+            counts[key] = counts.get(key, 0) + 1
+        for (node, mode), n in sorted(counts.items()):
+            modes.add_metric([node, mode], n)
+        yield modes
+
+    def _guests(self):
+        p, sample = self.view.plan, self.view.sample
+        plans = {gp.uuid: gp for gp in p.guests} if p else {}
+        info = core.GaugeMetricFamily(
+            PREFIX + 'guest_vcpus', 'vCPUs of each running guest, with its '
+            'binding mode and home node.',
+            labels=['uuid', 'name', 'node', 'mode'])
+        for gp in sorted(plans.values(), key=lambda g: (g.name, g.uuid)):
+            info.add_metric([gp.uuid, gp.name, _node_label(gp.home_node),
+                             gp.mode], len(gp.vcpu_pins) or _vcpus(
+                                 sample, gp.uuid))
+        yield info
+        if sample is None:
+            return
+        labels = ['uuid', 'name', 'node', 'vcpu']
+        run = core.CounterMetricFamily(
+            PREFIX + 'vcpu_time_seconds', 'Time each vCPU thread ran on a '
+            'host CPU (libvirt vcpu.N.time).', labels=labels)
+        delay = core.CounterMetricFamily(
+            PREFIX + 'vcpu_delay_seconds', 'Time each vCPU thread was '
+            'runnable but waited for a host CPU: the guest\'s steal time '
+            '(libvirt vcpu.N.delay).', labels=labels)
+        g_run = core.CounterMetricFamily(
+            PREFIX + 'guest_cpu_seconds', 'Time all vCPUs of a guest ran.',
+            labels=labels[:3])
+        g_delay = core.CounterMetricFamily(
+            PREFIX + 'guest_steal_seconds', 'Time all vCPUs of a guest '
+            'waited for a host CPU (sum of vcpu_delay_seconds).',
+            labels=labels[:3])
+        for uuid, entry in sorted(sample.items()):
+            gp = plans.get(uuid)
+            base = [uuid, entry.get('name', ''),
+                    _node_label(gp.home_node if gp else None)]
+            total_run = total_delay = 0
+            for index, c in sorted(entry.get('vcpus', {}).items()):
+                run.add_metric(base + [str(index)], c['time'] / 1e9)
+                delay.add_metric(base + [str(index)], c['delay'] / 1e9)
+                total_run += c['time']
+                total_delay += c['delay']
+            g_run.add_metric(base, total_run / 1e9)
+            g_delay.add_metric(base, total_delay / 1e9)
+        yield from (run, delay, g_run, g_delay)
+
+    def _isolation(self):
+        iso = self.view.isolation
+        if not isinstance(iso, dict):
+            return
+        applied = core.GaugeMetricFamily(
+            PREFIX + 'isolation_applied', '1 if host processes are '
+            'confined to the reserved CPUs (nova-pinning-isolate), by '
+            'backend.', labels=['mode'])
+        applied.add_metric([str(iso.get('applied_mode') or
+                                iso.get('mode') or 'none')],
+                           1 if iso.get('state') == 'applied' else 0)
+        yield applied
+        for key, what in (('confined', 'confined to the reserved CPUs'),
+                          ('not_confined', 'that should be confined but '
+                                           'are not')):
+            value = iso.get(key)
+            if value is None:
+                continue
+            unit = 'processes' if isinstance(value, int) else 'units'
+            family = core.GaugeMetricFamily(
+                PREFIX + 'isolation_%s_%s' % (key, unit),
+                'Host %s %s.' % (unit, what))
+            family.add_metric([], value if isinstance(value, int)
+                              else len(value))
+            yield family
+
+    def _passes(self):
+        s = self.stats
+        with s._lock:
+            passes = core.CounterMetricFamily(
+                PREFIX + 'passes', 'Rebinding passes run in nova-compute, '
+                'by outcome.', labels=['outcome'])
+            for outcome in OUTCOMES:
+                passes.add_metric([outcome], s.passes[outcome])
+            duration = core.SummaryMetricFamily(
+                PREFIX + 'pass_duration_seconds', 'Time passes took.',
+                count_value=sum(s.passes.values()),
+                sum_value=s.seconds_sum)
+            changes = core.CounterMetricFamily(
+                PREFIX + 'pin_changes', 'Pin changes planned by passes, '
+                'by result (applied, skipped) and kind (vcpu, emulator, '
+                'iothread, numa).', labels=['result', 'kind'])
+            for (result, kind), n in sorted(s.changes.items()):
+                changes.add_metric([result, kind], n)
+            calls = core.CounterMetricFamily(
+                PREFIX + 'libvirt_calls', 'libvirt calls made by passes, '
+                'by kind (read, write).', labels=['kind'])
+            for kind, n in sorted(s.calls.items()):
+                calls.add_metric([kind], n)
+            families = [passes, duration, changes, calls]
+            if s.last_timestamp is not None:
+                last = core.GaugeMetricFamily(
+                    PREFIX + 'last_pass_timestamp_seconds', 'When the '
+                    'last pass ended (Unix time).')
+                last.add_metric([], s.last_timestamp)
+                ok = core.GaugeMetricFamily(
+                    PREFIX + 'last_pass_success', '1 if the last pass '
+                    'wrote every change it planned.')
+                ok.add_metric([], 1 if s.last_ok else 0)
+                families += [last, ok]
+        yield from families
+
+
+def _vcpus(sample, uuid):
+    if not sample or uuid not in sample:
+        return 0
+    return len(sample[uuid].get('vcpus', {}))
+
+
+def exposition(view, stats=None):
+    """The Prometheus text exposition (str) of ``view`` and ``stats``."""
+    registry = prom_registry.CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(view, stats))
+    return prom_exposition.generate_latest(registry).decode('utf-8')
+
+
+class LiveCollector:
+    """For the HTTP exporter: a fresh HostView at every scrape, one
+    scrape at a time, through one reconciler (its libvirt connection is
+    kept between scrapes)."""
+
+    def __init__(self, rec, conf):
+        self.rec, self.conf = rec, conf
+        self._lock = threading.Lock()
+
+    def collect(self):
+        with self._lock:
+            view = read_view(self.rec, self.conf)
+        yield from _Collector(view, None).collect()
+
+
+def serve(rec, conf, address, port, stop):
+    """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
+    Event) is set. Raises ``OSError`` if the address cannot be bound."""
+    registry = prom_registry.CollectorRegistry(auto_describe=False)
+    registry.register(LiveCollector(rec, conf))
+    prom_exposition.start_http_server(port, addr=address,
+                                      registry=registry)
+    while not stop.wait(3600):
+        pass
+
+
+def write_textfile(path, text):
+    """Replace ``path`` atomically with ``text``, mode 0644; raises
+    ``OSError`` (``safefs.UnsafeFileError``) if it cannot be done
+    safely. The directory must exist (node_exporter's)."""
+    safefs.write_atomic(path, text.encode('utf-8'), mode=0o644,
+                        create_dir=False)
+
+
+def after_pass(rec, conf, result, stats, log):
+    """What nova-compute does after each pass: count it and, when
+    ``[nova_pinning] metrics_textfile`` is set, write the textfile.
+    Never raises: a failure is one logged warning, the pass unaffected.
+    Returns True when the textfile was written."""
+    try:
+        stats.record(result)
+        path = conf.nova_pinning.metrics_textfile
+        if not path:
+            return False
+        view = read_view(rec, conf, plan=result.plan)
+        write_textfile(path, exposition(view, stats))
+        return True
+    except Exception as exc:
+        log.warning('nova-pinning-hooks: metrics not written: %s: %s',
+                    type(exc).__name__, exc)
+        return False
+
+
+
+class PassMetrics:
+    """The pass counters of one long-lived process, and the textfile
+    written after each of its passes (``after_pass``)."""
+
+    def __init__(self, conf, log):
+        self.conf, self.log = conf, log
+        self.stats = PassStats()
+
+    def after_pass(self, rec, result):
+        """Never raises (see ``after_pass``)."""
+        return after_pass(rec, self.conf, result, self.stats, self.log)

@@ -121,6 +121,9 @@ def _cpuset_text(value):
     return cpuset.format(frozenset(value))
 
 
+RESYNC_SLACK = 1.0  # seconds a resync pass may come early, at most
+
+
 class Reconciler:
     """Runs passes against one libvirt connection, kept between passes."""
 
@@ -155,8 +158,13 @@ class Reconciler:
         else:
             interval = self._conf.nova_pinning.resync_interval
             now = time.monotonic()
+            # The agent asks for its resync pass every ``interval``
+            # seconds, and its first pass started a coalescing delay after
+            # its timer: a pass that comes up to a tenth of the interval
+            # (at most a second) early is the resync, not one period late.
             if interval and (self._next_resync is None or
-                             now >= self._next_resync):
+                             now >= self._next_resync -
+                             min(RESYNC_SLACK, interval / 10.0)):
                 if self._next_resync is not None:
                     self.model.invalidate('periodic resync')
                 self._next_resync = now + interval

@@ -288,3 +288,238 @@ class TestBindingService(IncrementalTestCase):
         thread.start()
         thread.join(10)
         self.assertTrue(done.is_set())
+
+
+class TestChangesNobodyAnnounced(IncrementalTestCase):
+    """What events miss or repeat: a pass still reads what changed, and
+    only that."""
+
+    def settle(self, count=4):
+        doms = [self.boot('s%d' % i, 2, i % 2) for i in range(count)]
+        self.rec.run_pass()
+        self.rec.run_pass()  # reads its own writes back
+        return doms
+
+    def test_duplicated_events_fetch_the_domain_once(self):
+        doms = self.settle()
+        pins = dict(doms[1].vcpu_pins)
+        doms[1].vcpu_pins[0] = (4, 5, 6)
+        for _ in range(5):
+            self.model.mark(doms[1].UUIDString())
+        before = self.calls()
+        result = self.rec.run_pass()
+        self.assertEqual(1, self.delta(before)['XMLDesc'])
+        self.assertEqual(['s1'], [c.name for c in result.applied])
+        self.assertEqual(pins, doms[1].vcpu_pins)
+
+    def test_renamed_and_started_again_without_any_event(self):
+        doms = self.settle()
+        uuid = doms[2].UUIDString()
+        self.fake.auto_events = False
+        doms[2].destroy()  # rename needs a stopped domain in libvirt
+        renamed = self.fake.add_domain(
+            'renamed', 3, uuid=uuid, xml=hosts.domain_xml('renamed', 3,
+                                                         uuid=uuid),
+            memory_by_node_kib={'0': 65536})
+        before = self.calls()
+        result = self.rec.run_pass()
+        self.assertIsNone(result.error)
+        self.assertEqual(1, self.delta(before)['XMLDesc'])  # it alone
+        self.assertEqual({'renamed'}, {c.name for c in result.changes})
+        self.assertEqual(3, len(renamed.vcpu_pins))
+        self.assertEqual(len(doms), len(self.model))
+
+    def test_an_event_for_a_domain_gone_before_the_pass(self):
+        doms = self.settle()
+        self.model.mark(doms[0].UUIDString())
+        doms[0].destroy()
+        gen = self.model.generation
+        before = self.calls()
+        result = self.rec.run_pass()
+        self.assertIsNone(result.error)
+        self.assertNotIn('XMLDesc', self.delta(before))
+        self.assertEqual(len(doms) - 1, len(self.model))
+        self.assertGreater(self.model.generation, gen)
+
+    def test_a_domain_gone_between_listing_and_fetch(self):
+        doms = self.settle()
+        victim = doms[3]
+        self.model.mark(victim.UUIDString())
+        self.model.mark(doms[0].UUIDString())
+        doms[0].vcpu_pins[1] = (7,)
+        real = victim.XMLDesc
+
+        def vanish(flags=0):
+            victim.destroy()
+            return real(flags)  # raises: no such domain
+        victim.XMLDesc = vanish
+        result = self.rec.run_pass()
+        self.assertIsNone(result.error)
+        self.assertEqual(['s0'], [c.name for c in result.applied])
+        self.assertEqual(len(doms) - 1, len(self.model))
+        before = self.calls()
+        self.assertEqual([], self.rec.run_pass().changes)
+        self.assertEqual(1, self.delta(before)['XMLDesc'])  # s0 read back
+
+    def test_a_change_during_a_pass_is_read_by_the_next(self):
+        doms = self.settle()
+        pins = dict(doms[1].vcpu_pins)
+        conn_cls = type(self.fake.connections[-1])
+        real = conn_cls.listAllDomains
+
+        def listing_then_change(conn, flags=0):
+            out = real(conn, flags)
+            doms[1].vcpu_pins[0] = (4, 5, 6)  # after the listing...
+            self.model.mark(doms[1].UUIDString())  # ... its event
+            return out
+        self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s.listAllDomains' % (conn_cls.__module__,
+                                      conn_cls.__name__),
+            listing_then_change))
+        self.rec.run_pass()  # had taken its marks before the change
+        self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s.listAllDomains' % (conn_cls.__module__,
+                                      conn_cls.__name__), real))
+        result = self.rec.run_pass()
+        self.assertEqual(['s1'], [c.name for c in result.applied])
+        self.assertEqual(pins, doms[1].vcpu_pins)
+
+
+class TestEventsAfterDrops(IncrementalTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.requests = []
+        self.rec.host().watch(self.model, self.requests.append)
+
+    def test_a_connection_lost_without_its_close_event(self):
+        for i in range(3):
+            self.boot('g%d' % i, 1)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        old = self.fake.connections[-1]
+        old.closed = True  # dead, and libvirt told nobody
+        before = self.calls()
+        self.assertIsNone(self.rec.run_pass().error)
+        delta = self.delta(before)
+        # Events may have been missed meanwhile: everything read again.
+        self.assertEqual((1, 3), (delta['open'], delta['XMLDesc']))
+        new = self.fake.connections[-1]
+        self.assertIsNot(old, new)
+        self.assertEqual(7, len(new.callbacks))
+        # The new connection carries the events: a pin set by hand is
+        # marked, and repaired by the next pass.
+        a = self.fake.by_name('g0')
+        pins = dict(a.vcpu_pins)
+        a.pinVcpuFlags(0, (False,) * 4 + (True,) * 3, 1)
+        self.assertIn('TUNABLE event of g0', self.requests)
+        self.assertEqual(1, len(self.rec.run_pass().applied))
+        self.assertEqual(pins, a.vcpu_pins)
+
+
+class TestAgentRepairs(IncrementalTestCase):
+    """The service alone, driven by events only (no resync)."""
+
+    def start_agent(self):
+        self.cf.config(group='nova_pinning', coalesce_delay=0.05,
+                       resync_interval=0)
+        agent = service.BindingService(self.conf, event_loop=False)
+        stop = threading.Event()
+        thread = threading.Thread(target=agent.run, args=(stop,),
+                                  daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        return agent
+
+    def wait_for(self, check, message):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.01)
+        self.fail(message)
+
+    def test_new_guest_and_hand_made_pin_and_daemon_restart(self):
+        self.start_agent()
+        a = self.boot('a', 2)  # its start event alone drives the pass
+        self.wait_for(lambda: len(a.vcpu_pins) == 2, 'a never pinned')
+        time.sleep(0.3)  # the read-back pass of its own writes
+        pins = dict(a.vcpu_pins)
+        a.pinVcpuFlags(0, (False,) * 4 + (True,) * 3, 1)  # by hand
+        self.wait_for(lambda: a.vcpu_pins == pins, 'pin never repaired')
+        old = self.fake.connections[-1]
+        self.fake.restart_daemon()  # close event: a new connection
+        self.wait_for(lambda: self.fake.connections[-1] is not old and
+                      len(self.fake.connections[-1].callbacks) == 7,
+                      'no new connection with events')
+        time.sleep(0.3)
+        a.pinVcpuFlags(1, (False,) * 4 + (True,) * 3, 1)
+        self.wait_for(lambda: a.vcpu_pins == pins,
+                      'pin never repaired after the daemon restarted')
+
+
+class TestResyncTiming(IncrementalTestCase):
+
+    def test_a_pass_a_little_early_is_the_resync(self):
+        # The agent's resync timer and its passes drift by the coalescing
+        # delay: a pass slightly before the due time must still read
+        # everything, or the resync comes one whole period late.
+        self.cf.config(group='nova_pinning', resync_interval=60)
+        for i in range(3):
+            self.boot('g%d' % i, 1)
+        self.rec.run_pass()  # first read: everything
+        self.rec.run_pass()  # reads its writes back
+        before = self.calls()
+        self.rec.run_pass()
+        self.assertNotIn('XMLDesc', self.delta(before))  # not due
+        self.rec._next_resync = time.monotonic() + 30
+        self.rec.run_pass()
+        self.assertNotIn('XMLDesc', self.delta(before))  # half a period
+        self.rec._next_resync = time.monotonic() + 0.2  # the timer's lead
+        self.rec.run_pass()
+        self.assertEqual(3, self.delta(before).get('XMLDesc', 0))
+        before = self.calls()
+        self.rec.run_pass()  # the next one is due a period later
+        self.assertNotIn('XMLDesc', self.delta(before))
+
+
+class TestCallbacksNeverBlock(IncrementalTestCase):
+
+    def test_an_event_during_a_hung_pass_returns_at_once(self):
+        # libvirt's event thread (nova's, inside nova-compute) must never
+        # wait for a pass, its lock or a libvirt call.
+        release = threading.Event()
+        self.addCleanup(release.set)
+        self.cf.config(group='nova_pinning', coalesce_delay=0,
+                       libvirt_call_timeout=5, resync_interval=0)
+        agent = service.BindingService(self.conf, event_loop=False)
+        stop = threading.Event()
+        thread = threading.Thread(target=agent.run, args=(stop,),
+                                  daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        self.fake.hang['XMLDesc'] = release
+        # Runs first: no pass may hang while the agent stops.
+        self.addCleanup(release.set)
+        self.addCleanup(self.fake.hang.pop, 'XMLDesc', None)
+        a = self.boot('a', 2)  # its event starts a pass that hangs
+        deadline = time.monotonic() + 5
+        while self.fake.calls['XMLDesc'] == 0:
+            self.assertLess(time.monotonic(), deadline, 'no pass started')
+            time.sleep(0.01)
+        took = []
+        for _ in range(20):
+            start = time.monotonic()
+            self.fake.emit(a, 'TUNABLE', {})
+            took.append(time.monotonic() - start)
+        self.assertLess(max(took), 0.05)
+        self.assertEqual({a.UUIDString()}, agent.model._marked)
+        del self.fake.hang['XMLDesc']
+        release.set()
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        self.assertEqual(2, len(a.vcpu_pins))

@@ -23,6 +23,10 @@ tools/setup-host.sh
 virt_type=$(cat /run/nova-pinning-hooks/virt-type 2>/dev/null || echo qemu)
 
 venv="$top/.venv"
+if [ -e "$venv" ] && [ ! -d "$venv" ]; then
+    # Not ours: a redirect file some tools write (PEP 832).
+    rm -f "$venv"
+fi
 if [ ! -x "$venv/bin/nova-pinning" ]; then
     echo "installing nova-pinning-hooks into $venv"
     python3 -m venv "$venv"

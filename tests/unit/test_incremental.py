@@ -67,6 +67,14 @@ class IncrementalTestCase(ReconcilerTestCase):
         self.rec = reconciler.Reconciler(self.conf, model=self.model)
         self.addCleanup(self.rec.close)
 
+    def settled(self, name, vcpus):
+        """A guest booted and bound, its pins read back: the model is
+        current and nothing is left to do."""
+        dom = self.boot(name, vcpus)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        return dom
+
     def calls(self):
         return dict(self.fake.calls)
 
@@ -106,9 +114,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         self.assertEqual(1, costs[0]['XMLDesc'])
 
     def test_a_pin_changed_behind_its_back_is_read_after_the_event(self):
-        a = self.boot('a', 2)
-        self.rec.run_pass()
-        self.rec.run_pass()
+        a = self.settled('a', 2)
         pins = dict(a.vcpu_pins)
         a.vcpu_pins[0] = (4, 5, 6)  # virsh vcpupin: libvirt says nothing...
         self.assertEqual([], self.rec.run_pass().changes)
@@ -118,9 +124,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         self.assertEqual(pins, a.vcpu_pins)
 
     def test_the_same_wrong_pin_put_back_again_is_repaired_again(self):
-        a = self.boot('a', 2)
-        self.rec.run_pass()
-        self.rec.run_pass()
+        a = self.settled('a', 2)
         pins = dict(a.vcpu_pins)
         for _ in range(3):  # someone keeps setting it
             a.vcpu_pins[0] = (4, 5, 6)
@@ -150,9 +154,7 @@ class TestIncrementalPasses(IncrementalTestCase):
 
     def test_a_lost_event_is_caught_by_the_resync(self):
         self.cf.config(group='nova_pinning', resync_interval=1)
-        a = self.boot('a', 2)
-        self.rec.run_pass()
-        self.rec.run_pass()
+        a = self.settled('a', 2)
         pins = dict(a.vcpu_pins)
         a.vcpu_pins[0] = (4, 5, 6)
         self.assertEqual([], self.rec.run_pass().changes)
@@ -162,9 +164,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         self.assertEqual(pins, a.vcpu_pins)
 
     def test_recreated_with_the_same_uuid_and_name_is_read_again(self):
-        a = self.boot('a', 2)
-        self.rec.run_pass()
-        self.rec.run_pass()
+        a = self.settled('a', 2)
         uuid = a.UUIDString()
         self.fake.auto_events = False
         a.destroy()
@@ -178,9 +178,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         self.assertEqual(4, len(b.vcpu_pins))
 
     def test_a_failed_read_keeps_its_marks(self):
-        a = self.boot('a', 2)
-        self.rec.run_pass()
-        self.rec.run_pass()
+        a = self.settled('a', 2)
         a.vcpu_pins[0] = (4, 5, 6)
         self.model.mark(a.UUIDString())
         self.fake.down = True

@@ -22,9 +22,10 @@ Invariants:
   lock against every other process);
 * ``stop`` ends it cleanly: no new pass starts, a running one ends
   within its own time bound, the connection is closed;
-* with ``requests`` (a text stream, the nova worker's stdin) each line
-  read is a pass request, and its end (nova-compute gone) stops the
-  service;
+* with ``requests`` (a text stream, the nova worker's stdin) each
+  non-blank line read is a pass request, read ``REQUEST_LINE_LIMIT``
+  characters at a time at most, and its end (nova-compute gone) stops
+  the service;
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``metrics.PassMetrics``); a failure there is a logged warning.
@@ -39,6 +40,7 @@ from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import reconciler
 
 LOG = logging.getLogger(__name__)
+REQUEST_LINE_LIMIT = 200  # characters of one request line
 
 
 class BindingService:
@@ -57,7 +59,6 @@ class BindingService:
         self.interval = group.resync_interval
         self.stopped = threading.Event()
         self.last_result = None
-        self.results = []  # the last few PassResults, newest last
         self.pass_metrics = metrics.PassMetrics(conf, LOG)
 
     def start(self):
@@ -84,7 +85,6 @@ class BindingService:
     def _run_pass(self):
         result = self.reconciler.run_pass()
         self.last_result = result
-        self.results = (self.results + [result])[-20:]
         self.pass_metrics.after_pass(self.reconciler, result)
 
     def run(self, stop=None, requests=None):
@@ -104,8 +104,14 @@ class BindingService:
 
     def _read_requests(self, stream, stop):
         try:
-            for line in stream:
-                self.request(line.strip()[:200] or 'request')
+            while True:
+                # Bounded: a line longer than this is read as several
+                # requests, never held whole in memory.
+                line = stream.readline(REQUEST_LINE_LIMIT)
+                if not line:
+                    break
+                if line.strip():  # blank: the end of a cut line
+                    self.request(line.strip())
         except Exception as exc:  # a broken pipe is an end too
             LOG.warning('request stream failed: %s', exc)
         LOG.info('request stream ended (nova-compute gone): stopping')

@@ -208,6 +208,7 @@ class Agent:
             if worker is not None:
                 LOG.error('nova-pinning-hooks: pass worker exited %s; '
                           'starting it again', worker.returncode)
+                worker.stdin.close()  # the dead one's pipe
             try:
                 worker = self.worker = subprocess.Popen(
                     self.child_argv(), stdin=subprocess.PIPE,

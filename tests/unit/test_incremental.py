@@ -17,6 +17,10 @@ from tests.unit import hosts
 from tests.unit.test_reconciler import ReconcilerTestCase
 
 
+# A cpumap for vCPU 0 set by hand, as with virsh vcpupin: CPUs 4-6.
+BY_HAND = (False,) * 4 + (True,) * 3
+
+
 class TestHostModel(ReconcilerTestCase.__mro__[1]):  # testtools.TestCase
 
     def test_what_to_fetch(self):
@@ -75,6 +79,11 @@ class IncrementalTestCase(ReconcilerTestCase):
         self.rec.run_pass()
         return dom
 
+    def assertOnePassRepairs(self, dom, pins):
+        """The next pass writes one pin, and ``dom`` has ``pins`` again."""
+        self.assertEqual(1, len(self.rec.run_pass().applied))
+        self.assertEqual(pins, dom.vcpu_pins)
+
     def calls(self):
         return dict(self.fake.calls)
 
@@ -119,9 +128,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         a.vcpu_pins[0] = (4, 5, 6)  # virsh vcpupin: libvirt says nothing...
         self.assertEqual([], self.rec.run_pass().changes)
         self.model.mark(a.UUIDString())  # ... until its event arrives
-        result = self.rec.run_pass()
-        self.assertEqual(1, len(result.applied))
-        self.assertEqual(pins, a.vcpu_pins)
+        self.assertOnePassRepairs(a, pins)
 
     def test_the_same_wrong_pin_put_back_again_is_repaired_again(self):
         a = self.settled('a', 2)
@@ -129,9 +136,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         for _ in range(3):  # someone keeps setting it
             a.vcpu_pins[0] = (4, 5, 6)
             self.model.mark(a.UUIDString())
-            result = self.rec.run_pass()
-            self.assertEqual(1, len(result.applied))
-            self.assertEqual(pins, a.vcpu_pins)
+            self.assertOnePassRepairs(a, pins)
 
     def test_only_changed_domains_are_parsed(self):
         for i in range(10):
@@ -159,9 +164,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         a.vcpu_pins[0] = (4, 5, 6)
         self.assertEqual([], self.rec.run_pass().changes)
         time.sleep(1.05)
-        result = self.rec.run_pass()
-        self.assertEqual(1, len(result.applied))
-        self.assertEqual(pins, a.vcpu_pins)
+        self.assertOnePassRepairs(a, pins)
 
     def test_recreated_with_the_same_uuid_and_name_is_read_again(self):
         a = self.settled('a', 2)
@@ -223,10 +226,8 @@ class TestEvents(IncrementalTestCase):
         self.assertEqual({'listAllDomains': 1, 'XMLDesc': 1},
                          self.delta(before))
         pins = dict(a.vcpu_pins)
-        a.pinVcpuFlags(0, (False,) * 4 + (True,) * 3, 1)  # by hand: an event
-        result = self.rec.run_pass()
-        self.assertEqual(1, len(result.applied))
-        self.assertEqual(pins, a.vcpu_pins)
+        a.pinVcpuFlags(0, BY_HAND, 1)  # by hand: an event
+        self.assertOnePassRepairs(a, pins)
 
     def test_a_daemon_restart_reads_everything_again(self):
         for i in range(5):
@@ -275,6 +276,16 @@ class TestBindingService(IncrementalTestCase):
         thread.join(10)
         self.assertFalse(thread.is_alive())
         self.assertTrue(self.fake.connections[-1].closed)
+
+    def test_a_request_line_is_read_in_bounded_pieces(self):
+        import io
+        agent = service.BindingService(self.conf, events=False)
+        self.addCleanup(agent.stop)
+        seen, stop = [], threading.Event()
+        agent.request = seen.append
+        agent._read_requests(io.StringIO('x' * 1000 + '\nlast\n'), stop)
+        self.assertEqual(['x' * 200] * 5 + ['last'], seen)
+        self.assertTrue(stop.is_set())  # its end stops the agent
 
     def test_requests_stream_end_stops_it(self):
         import io
@@ -409,10 +420,9 @@ class TestEventsAfterDrops(IncrementalTestCase):
         # marked, and repaired by the next pass.
         a = self.fake.by_name('g0')
         pins = dict(a.vcpu_pins)
-        a.pinVcpuFlags(0, (False,) * 4 + (True,) * 3, 1)
+        a.pinVcpuFlags(0, BY_HAND, 1)
         self.assertIn('TUNABLE event of g0', self.requests)
-        self.assertEqual(1, len(self.rec.run_pass().applied))
-        self.assertEqual(pins, a.vcpu_pins)
+        self.assertOnePassRepairs(a, pins)
 
 
 class TestAgentRepairs(IncrementalTestCase):
@@ -444,7 +454,7 @@ class TestAgentRepairs(IncrementalTestCase):
         self.wait_for(lambda: len(a.vcpu_pins) == 2, 'a never pinned')
         time.sleep(0.3)  # the read-back pass of its own writes
         pins = dict(a.vcpu_pins)
-        a.pinVcpuFlags(0, (False,) * 4 + (True,) * 3, 1)  # by hand
+        a.pinVcpuFlags(0, BY_HAND, 1)  # by hand
         self.wait_for(lambda: a.vcpu_pins == pins, 'pin never repaired')
         old = self.fake.connections[-1]
         self.fake.restart_daemon()  # close event: a new connection
@@ -452,7 +462,7 @@ class TestAgentRepairs(IncrementalTestCase):
                       len(self.fake.connections[-1].callbacks) == 7,
                       'no new connection with events')
         time.sleep(0.3)
-        a.pinVcpuFlags(1, (False,) * 4 + (True,) * 3, 1)
+        a.pinVcpuFlags(1, BY_HAND, 1)
         self.wait_for(lambda: a.vcpu_pins == pins,
                       'pin never repaired after the daemon restarted')
 

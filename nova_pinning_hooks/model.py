@@ -25,6 +25,8 @@ Invariants:
   appearing or going away, and a domain a pass wrote to (``written``),
   when it is read next. Equal generations mean the same input, and that
   nothing was written since;
+* a domain's ``entry`` is the same object until something read of it
+  changes: ``snapshot.Loader`` parses a domain again only then;
 * thread-safe: ``mark`` and ``invalidate`` are called from libvirt's
   event thread, hold a lock for microseconds and never call out; no I/O.
 """
@@ -41,6 +43,20 @@ class Domain:
     xml: str
     memory: dict  # {"<node>": KiB}
     affinity: object  # {"<vCPU>": "CPU set"}, or None when not read
+    _entry: object = dataclasses.field(default=None, repr=False,
+                                       compare=False)
+
+    def entry(self):
+        """The domain as a snapshot entry, made once: the same object
+        for as long as nothing read of the domain changes, so that
+        ``snapshot.Loader`` need not look inside it again."""
+        if self._entry is None:
+            entry = {'xml': self.xml, 'active': True,
+                     'memory_by_node_kib': self.memory}
+            if self.affinity is not None:
+                entry['kernel_vcpu_affinity'] = self.affinity
+            self._entry = entry
+        return self._entry
 
 
 class HostModel:
@@ -101,12 +117,17 @@ class HostModel:
 
     def store(self, uuid, dom_id, name, xml, memory, affinity):
         """What was fetched for ``uuid``; True if it differs from what
-        was known (the generation then grows)."""
-        new = Domain(uuid, dom_id, name, xml, memory, affinity)
+        was known (the generation then grows). What did not change is
+        kept as it was, the same object."""
         old = self._domains.get(uuid)
-        self._domains[uuid] = new
+        if old is not None and (old.id, old.name, old.xml, old.memory,
+                                old.affinity) == (dom_id, name, xml, memory,
+                                                  affinity):
+            return False
+        self._domains[uuid] = Domain(uuid, dom_id, name, xml, memory,
+                                     affinity)
         if old is None or (old.xml, old.memory, old.affinity) != \
-                (new.xml, new.memory, new.affinity):
+                (xml, memory, affinity):
             self.generation += 1
             return True
         return False
@@ -118,7 +139,7 @@ class HostModel:
         self.mark(uuid)
         known = self._domains.get(uuid)
         if known is not None:
-            known.xml = None
+            known.xml = known._entry = None
 
     def forget(self, uuid):
         """``uuid`` went away while being read."""

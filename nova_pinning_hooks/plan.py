@@ -56,19 +56,25 @@ class Plan:
     cross_node_vcpus: int  # V_X
 
 
-def changes(plan, guests, enforced=None):
+def changes(plan, guests, enforced=None, pairs=None):
     """The pin writes that turn the guests' current pins into ``plan``.
 
     ``guests`` are the ``Guest`` objects the plan was made from (matched by
     uuid). Untouched guests yield nothing. A pin the guest does not have
     (``None``, unpinned) differs from any planned set.
 
+    ``pairs``: the (GuestPlan, Guest) to compare when only those can
+    differ (an incremental plan's scope, ``replan``); by default every
+    guest of the plan.
+
     ``enforced``: {uuid: {vCPU: frozenset}}, where the kernel lets each
     vCPU thread run. A vCPU whose libvirt pin already matches the plan
     but whose thread the kernel runs elsewhere (its cgroup changed behind
     libvirt's back) is written again, with the kernel's set as ``old``.
     """
-    by_uuid = {g.uuid: g for g in guests}
+    if pairs is None:
+        by_uuid = {g.uuid: g for g in guests}
+        pairs = [(gp, by_uuid[gp.uuid]) for gp in plan.guests]
     enforced = enforced or {}
     result = []
     # Comparing two host-wide sets walks hundreds of CPUs, and a full host
@@ -84,10 +90,9 @@ def changes(plan, guests, enforced=None):
         if found is None:
             found = known[key] = a != b
         return found
-    for gp in plan.guests:
+    for gp, guest in pairs:
         if gp.mode == UNTOUCHED:
             continue
-        guest = by_uuid[gp.uuid]
         kernel = enforced.get(gp.uuid, {})
         for vcpu, new in gp.vcpu_pins.items():
             old = guest.vcpu_pin(vcpu)

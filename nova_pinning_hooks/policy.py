@@ -1,4 +1,4 @@
-"""The binding policy: the seed's rules as one pure function.
+"""The binding policy: the seed's rules as pure functions.
 
 ``make_plan(host, guests, options)`` decides, for every guest, a mode, a
 home node and the pCPUs of each of its threads. Rules (SPEC.md):
@@ -22,11 +22,19 @@ Invariants of the plan:
   keep; a guest's home node comes from where its memory is, else its
   numatune, else its current pins, and only then is one chosen;
 * the home node of a guest is always a node with pool CPUs: memory on a
-  node without any (CXL, or all reserved) does not make a home.
+  node without any (CXL, or all reserved) does not make a home;
+* the rules see only totals (``decide``: a ``Layout``), and a guest's
+  plan depends only on the layout, its own facts and, one-to-one, the
+  other guests of its node. Reasons name the rule and the node, never a
+  count (the counts are the plan's totals), so a plan made again after
+  one guest changed leaves every section it did not touch as it was:
+  ``replan`` relies on it.
 """
 
 import dataclasses
 import math
+import operator
+import typing
 
 from nova_pinning_hooks import assign
 from nova_pinning_hooks import plan as plan_mod
@@ -155,51 +163,222 @@ def _choose_home(guest, pool_by_node, load, mem_used, host, ratio):
 
 def make_plan(host, guests, options):
     """The plan for ``guests`` (``Guest`` objects) on ``host``."""
+    return plan_with_state(host, guests, options)[0]
+
+
+EMPTY_POOL = ('the guest pool is empty: every CPU is reserved or '
+              'dedicated')
+NODE_REASONS = {
+    plan_mod.DEDICATED: ('rule-2-one-to-one',
+                         'node %d has room: its vCPUs fit its pool '
+                         'one-to-one'),
+    plan_mod.NODE_RANGE: ('rule-2-node-range',
+                          'node %d shared: more vCPUs than its pool, '
+                          'within pool x ratio'),
+}
+CROSS_REASON = ('rule-3', 'memory on several nodes: a range on the pCPUs '
+                'without one-to-one binding')
+
+
+class Totals(typing.NamedTuple):
+    """The vCPU counts the rules compare: all managed guests, the
+    single-node ones by home node (every node of the host), the
+    cross-node ones."""
+
+    total: int
+    node_vcpus: dict
+    cross: int
+
+
+class Layout(typing.NamedTuple):
+    """What the rules decided for the host as a whole.
+
+    ``kind``: ``none`` (no managed guest), ``empty-pool``, ``host`` (every
+    managed guest on the pool: ``rule`` and ``reason`` say why) or
+    ``nodes`` (``modes``: node -> one-to-one or node range; cross-node
+    guests on the pCPUs left without one-to-one binding). A guest's plan
+    depends on the layout, its home and, one-to-one, its node's other
+    guests: never on counts, so that a plan made again for one changed
+    guest leaves every other guest of an unchanged section as it was.
+    """
+
+    kind: str
+    rule: object = None
+    reason: object = None
+    modes: tuple = ()  # ((node, mode), ...) in node order
+
+
+def decide(pool, pool_by_node, ratio, totals, managed):
+    """The layout for these totals (the seed's rules 1 to 3);
+    ``managed``: how many guests are managed."""
+    if not managed:
+        return Layout('none')
+    if not pool:
+        return Layout('empty-pool', 'empty-pool', EMPTY_POOL)
+    if totals.total > len(pool) * ratio + EPSILON:
+        return Layout('host', 'rule-1-host-range',
+                      'host oversubscribed: its vCPUs exceed the guest '
+                      'pool x ratio')
+    for node, node_pool in pool_by_node.items():
+        if totals.node_vcpus[node] > len(node_pool) * ratio + EPSILON:
+            return Layout('host', 'rule-2-host-range',
+                          'node %d oversubscribed: its vCPUs exceed its '
+                          'pool x ratio' % node)
+    modes, one_to_one = [], 0
+    for node, node_pool in pool_by_node.items():
+        v_n = totals.node_vcpus[node]
+        if v_n <= len(node_pool):
+            modes.append((node, plan_mod.DEDICATED))
+            one_to_one += v_n  # one pCPU each
+        else:
+            modes.append((node, plan_mod.NODE_RANGE))
+    if totals.cross > (len(pool) - one_to_one) * ratio + EPSILON:
+        return Layout('host', 'rule-3-host-range',
+                      'cross-node guests oversubscribed: their vCPUs '
+                      'exceed the pCPUs without one-to-one binding x ratio')
+    return Layout('nodes', modes=tuple(modes))
+
+
+class State(typing.NamedTuple):
+    """What a plan was made from and how, beyond the plan itself: what
+    ``replan`` needs to bring it up to date for a few changed guests."""
+
+    pool: frozenset
+    pool_by_node: dict
+    guests: dict  # uuid -> Guest
+    why: dict  # uuid -> (rule, reason) for untouched guests, else None
+    facts: dict  # uuid -> (node, source, cross) for managed guests
+    homes: dict  # uuid -> (home node or None, source)
+    totals: Totals
+    layout: Layout
+    members: dict  # node -> {uuid: None} single-node guests, guest order
+    cross: dict  # {uuid: None} cross-node guests
+    one_to_one: dict  # node -> frozenset of its one-to-one pCPUs
+    free: frozenset  # pool minus one-to-one pCPUs (cross-node range)
+    plans: dict  # uuid -> GuestPlan
+    dependent_homes: int  # managed guests whose home is order_dependent
+
+
+def plan_with_state(host, guests, options):
+    """(plan, ``State``) for ``guests`` on ``host``: the whole host."""
     validate(host, options)
     ratio = float(options.allocation_ratio)
     pool = guest_pool(host, guests, options)
     pool_by_node = {n: node.cpus & pool for n, node in host.nodes.items()}
-    decided = {}
-    managed = []
+    why, facts, managed = {}, {}, []
     for g in guests:
-        why = _untouched_reason(g, options)
-        if why:
-            decided[g.uuid] = _untouched(g, *why)
-        else:
+        why[g.uuid] = reason = _untouched_reason(g, options)
+        if reason is None:
             managed.append(g)
-    homes = _place(host, managed, pool_by_node, options, ratio)
-    modes = _modes(host, managed, homes, pool, pool_by_node, ratio)
-    for g in managed:
-        gp = modes[g.uuid]
-        if options.set_home_node and gp.home_node is not None and \
-                gp.home_source in ('chosen', 'pins'):
-            # Memory not placed yet: give it the home node too, so that
-            # the home survives a later host range (pins then say nothing).
-            gp = gp._replace(numa_nodeset=frozenset((gp.home_node,)))
-        decided[g.uuid] = gp
-    node_vcpus = dict.fromkeys(host.nodes, 0)
-    cross = 0
+            facts[g.uuid] = _home_from_facts(g, host, pool_by_node,
+                                             options)
+    homes = _place(host, managed, pool_by_node, options, ratio, facts)
+    members = {n: {} for n in host.nodes}
+    cross = {}
     for g in managed:
         home = homes[g.uuid][0]
-        if home is None:
-            cross += g.vcpu_count
-        else:
-            node_vcpus[home] += g.vcpu_count
+        (cross if home is None else members[home])[g.uuid] = None
+    by_uuid = {g.uuid: g for g in guests}
+    totals = totals_of(by_uuid, members, cross)
+    layout = decide(pool, pool_by_node, ratio, totals, len(managed))
+    plans = {}
+    for g in guests:
+        if why[g.uuid] is not None:
+            plans[g.uuid] = _untouched(g, *why[g.uuid])
+    one_to_one, free = {}, pool
+    if layout.kind == 'nodes':
+        for node, mode in layout.modes:
+            section = node_plans(host, node, mode, pool_by_node[node],
+                                 [by_uuid[u] for u in members[node]],
+                                 homes, options)
+            plans.update(section)
+            if mode == plan_mod.DEDICATED:
+                one_to_one[node] = dedicated_cpus(section.values())
+        free = pool.difference(*one_to_one.values())
+        for u in cross:
+            plans[u] = cross_plan(by_uuid[u], free, homes, options)
+    elif layout.kind != 'none':
+        for g in managed:
+            plans[g.uuid] = host_plan(g, layout, pool, homes, options)
+    state = State(pool, pool_by_node, by_uuid, why, facts, homes, totals,
+                  layout, members, cross, one_to_one, free, plans,
+                  sum(map(order_dependent, facts.values())))
+    return plan_of(state, guests, ratio), state
+
+
+def plan_of(state, guests, ratio):
+    """The ``Plan`` of a ``State``, its guests in the order of
+    ``guests``."""
     return plan_mod.Plan(
-        guests=tuple(decided[g.uuid] for g in guests), pool=pool,
-        pool_by_node=pool_by_node, allocation_ratio=ratio,
-        total_vcpus=sum(g.vcpu_count for g in managed),
-        node_vcpus=node_vcpus, cross_node_vcpus=cross)
+        guests=tuple(map(state.plans.__getitem__, map(_UUID, guests))),
+        pool=state.pool,
+        pool_by_node=state.pool_by_node, allocation_ratio=ratio,
+        total_vcpus=state.totals.total,
+        node_vcpus=dict(state.totals.node_vcpus),
+        cross_node_vcpus=state.totals.cross)
 
 
-def _place(host, managed, pool_by_node, options, ratio):
-    """uuid -> (home node or None, source) for every managed guest."""
+_UUID = operator.attrgetter('uuid')
+
+
+def totals_of(by_uuid, members, cross):
+    """``Totals`` of the guests in ``members`` and ``cross``."""
+    node_vcpus = {n: sum(by_uuid[u].vcpu_count for u in guests)
+                  for n, guests in members.items()}
+    cross_vcpus = sum(by_uuid[u].vcpu_count for u in cross)
+    return Totals(sum(node_vcpus.values()) + cross_vcpus, node_vcpus,
+                  cross_vcpus)
+
+
+def node_plans(host, node, mode, node_pool, members, homes, options):
+    """uuid -> GuestPlan for the single-node guests of ``node``."""
+    rule, reason = NODE_REASONS[mode]
+    reason %= node
+    if mode == plan_mod.NODE_RANGE:
+        return {g.uuid: _ranged(g, homes, mode, node_pool, rule, reason,
+                                options) for g in members}
+    pins = assign.assign_node(host, node_pool, members)
+    return {g.uuid: _bound(g, homes, mode,
+                           {v: frozenset((c,))
+                            for v, c in sorted(pins[g.uuid].items())},
+                           frozenset(pins[g.uuid].values()), rule, reason,
+                           options)
+            for g in members}
+
+
+def dedicated_cpus(plans):
+    """The pCPUs one-to-one ``plans`` hold."""
+    return frozenset().union(*(gp.emulator_pin for gp in plans))
+
+
+def cross_plan(guest, free, homes, options):
+    return _ranged(guest, homes, plan_mod.CROSS_NODE_RANGE, free,
+                   *CROSS_REASON, options)
+
+
+def host_plan(guest, layout, pool, homes, options):
+    """The plan of a managed guest under a host-wide layout."""
+    if layout.kind == 'empty-pool':
+        return _untouched(guest, layout.rule, layout.reason)
+    return _ranged(guest, homes, plan_mod.HOST_RANGE, pool, layout.rule,
+                   layout.reason, options)
+
+
+def order_dependent(fact):
+    """A home from these facts (``_home_from_facts``) depends on the
+    other guests: read from pins alone, or yet to be chosen."""
+    node, source, cross = fact
+    return source == 'pins' or (node is None and not cross)
+
+
+def _place(host, managed, pool_by_node, options, ratio, facts):
+    """uuid -> (home node or None, source) for every managed guest;
+    ``facts``: uuid -> ``_home_from_facts`` of each."""
     homes, unplaced, by_pins = {}, [], []
     load = dict.fromkeys(pool_by_node, 0)
     mem_used = dict.fromkeys(pool_by_node, 0)
     for g in managed:
-        node, source, cross = _home_from_facts(g, host, pool_by_node,
-                                               options)
+        node, source, cross = facts[g.uuid]
         if source == 'pins':
             by_pins.append((g, node))
         elif node is not None or cross:
@@ -233,85 +412,24 @@ def _place(host, managed, pool_by_node, options, ratio):
     return homes
 
 
-def _modes(host, managed, homes, pool, pool_by_node, ratio):
-    """uuid -> GuestPlan for managed guests, by the seed's rules."""
-    if not managed:
-        return {}
-    if not pool:
-        return {g.uuid: _untouched(g, 'empty-pool', 'the guest pool is '
-                                   'empty: every CPU is reserved or '
-                                   'dedicated') for g in managed}
-    total = sum(g.vcpu_count for g in managed)
-    if total > len(pool) * ratio + EPSILON:
-        return _all_host_range(managed, homes, pool, 'rule-1', (
-            'host oversubscribed: %d vCPUs > %d pCPUs x %g'
-            % (total, len(pool), ratio)))
-    by_node = {n: [] for n in pool_by_node}
-    cross = []
-    for g in managed:
-        home = homes[g.uuid][0]
-        (cross if home is None else by_node[home]).append(g)
-    for node, members in by_node.items():
-        v_n = sum(g.vcpu_count for g in members)
-        if v_n > len(pool_by_node[node]) * ratio + EPSILON:
-            return _all_host_range(managed, homes, pool, 'rule-2', (
-                'node %d oversubscribed: %d vCPUs > %d pCPUs x %g'
-                % (node, v_n, len(pool_by_node[node]), ratio)))
-    result = {}
-    dedicated_cpus = set()
-    for node, members in by_node.items():
-        node_pool = pool_by_node[node]
-        v_n = sum(g.vcpu_count for g in members)
-        if v_n <= len(node_pool):
-            pins = assign.assign_node(host, node_pool, members)
-            for g in members:
-                vcpu_pins = {v: frozenset((c,))
-                             for v, c in sorted(pins[g.uuid].items())}
-                dedicated_cpus.update(pins[g.uuid].values())
-                result[g.uuid] = _bound(
-                    g, homes, plan_mod.DEDICATED, vcpu_pins,
-                    frozenset(pins[g.uuid].values()), 'rule-2-one-to-one',
-                    'node %d has room: %d vCPUs <= %d pCPUs'
-                    % (node, v_n, len(node_pool)))
-        else:
-            reason = ('node %d shared: %d pCPUs < %d vCPUs <= %d x %g'
-                      % (node, len(node_pool), v_n, len(node_pool), ratio))
-            for g in members:
-                result[g.uuid] = _ranged(g, homes, plan_mod.NODE_RANGE,
-                                         node_pool, 'rule-2-node-range',
-                                         reason)
-    free = pool - dedicated_cpus
-    v_x = sum(g.vcpu_count for g in cross)
-    if v_x > len(free) * ratio + EPSILON:
-        return _all_host_range(managed, homes, pool, 'rule-3', (
-            'cross-node guests oversubscribed: %d vCPUs > %d pCPUs '
-            'without one-to-one binding x %g' % (v_x, len(free), ratio)))
-    for g in cross:
-        result[g.uuid] = _ranged(
-            g, homes, plan_mod.CROSS_NODE_RANGE, free, 'rule-3',
-            'memory on several nodes: %d cross-node vCPUs on %d pCPUs '
-            'without one-to-one binding' % (v_x, len(free)))
-    return result
-
-
-def _all_host_range(managed, homes, pool, rule, reason):
-    return {g.uuid: _ranged(g, homes, plan_mod.HOST_RANGE, pool,
-                            rule + '-host-range', reason)
-            for g in managed}
-
-
-def _ranged(guest, homes, mode, cpus, rule, reason):
+def _ranged(guest, homes, mode, cpus, rule, reason, options):
     return _bound(guest, homes, mode, dict.fromkeys(guest.vcpus, cpus), cpus,
-                  rule, reason)
+                  rule, reason, options)
 
 
-def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason):
+def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
     home, source = homes[guest.uuid]
+    nodeset = None
+    if options.set_home_node and home is not None and \
+            source in ('chosen', 'pins'):
+        # Memory not placed yet: give it the home node too, so that
+        # the home survives a later host range (pins then say nothing).
+        nodeset = frozenset((home,))
     return plan_mod.GuestPlan(
         uuid=guest.uuid, name=guest.name, mode=mode, home_node=home,
         home_source=source, vcpu_pins=vcpu_pins, emulator_pin=emulator,
         iothread_pins=dict.fromkeys(guest.iothread_pins, emulator),
-        rule=rule, reason=reason)
+        rule=rule, reason=reason, numa_nodeset=nodeset)
 
 
 def _untouched(guest, rule, reason):

@@ -26,7 +26,10 @@ Invariants:
   the model's generation and the settings equal those of the last
   complete pass it reuses that pass's plan: no parsing, no planning, no
   changes; otherwise it parses only the domains whose XML changed
-  (``snapshot.load``'s guest cache). The domains a pass wrote to are
+  (``snapshot.Loader``), plans again only what they can affect and
+  compares only those guests' pins (``replan.Planner``: the same plan
+  as the whole host's; a pass that did not write its plan whole makes
+  the next plan the whole host's). The domains a pass wrote to are
   marked in the model, so the next pass reads them back; every
   ``resync_interval`` seconds a pass reads everything (what no event
   tells: a cgroup changed behind libvirt's back);
@@ -45,6 +48,7 @@ from nova_pinning_hooks import cpuset
 from nova_pinning_hooks import passlock
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import policy
+from nova_pinning_hooks import replan
 from nova_pinning_hooks import snapshot as snapshot_mod
 
 LOG = logging.getLogger(__name__)
@@ -135,7 +139,10 @@ class Reconciler:
         self._next_resync = None
         self._plan_key = None  # what the plan just made was made from
         self._last = None  # (key, snapshot, plan) of the last complete pass
-        self._guests = {}  # snapshot.load's cache of parsed guests
+        # With a model: domains parsed and planned again only as they
+        # change (snapshot.Loader, replan.Planner).
+        self._loader = snapshot_mod.Loader()
+        self._planner = replan.Planner()
 
     def _adapter(self):
         if self._host is None:
@@ -192,14 +199,22 @@ class Reconciler:
                 repr(sorted(overrides.items())))
             if self._last is not None and self._last[0] == self._plan_key:
                 return self._last[1], self._last[2], []
-        snap = snapshot_mod.load(
-            raw, from_libvirt=True,
-            guest_cache=self._guests if self.model is not None else None,
-            **overrides)
-        make = policy.release_plan if release else policy.make_plan
-        p = make(snap.host, snap.guests, snap.options)
+        scope = None
+        if self.model is None:
+            snap = snapshot_mod.load(raw, from_libvirt=True, **overrides)
+        else:
+            snap, changed, removed = self._loader.load(raw, **overrides)
+        if release:
+            self._planner.reset()
+            p = policy.release_plan(snap.host, snap.guests, snap.options)
+        elif self.model is None:
+            p = policy.make_plan(snap.host, snap.guests, snap.options)
+        else:
+            p, scope = self._planner.plan(snap.host, snap.guests,
+                                          snap.options, changed, removed)
         return snap, p, plan_mod.changes(p, snap.guests,
-                                         enforced=snap.kernel_affinity)
+                                         enforced=snap.kernel_affinity,
+                                         pairs=scope)
 
     def run_pass(self, dry_run=False, log_errors=True, release=False):
         """One pass under the host-wide lock. Never raises.
@@ -267,6 +282,8 @@ class Reconciler:
             if self._plan_key is not None and not result.dry_run and \
                     result.complete:
                 self._last = (self._plan_key, snap, p)
+                # Written whole: the next plan may build on this one.
+                self._planner.confirm()
         finally:
             if hasattr(host, 'set_deadline'):
                 host.set_deadline(None)

@@ -14,6 +14,7 @@ by ``guest`` and ``topology``.
 """
 
 import dataclasses
+import operator
 
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks import guest as guest_mod
@@ -67,29 +68,116 @@ def loads(text, **overrides):
     return load(data, **overrides)
 
 
-def load(data, from_libvirt=False, guest_cache=None, **overrides):
+def load(data, from_libvirt=False, **overrides):
     """Validate a snapshot dict and build host, guests and policy options.
 
     ``overrides`` are extra ``policy.Options`` fields from configuration
     (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``).
     ``from_libvirt``: the domain XML comes straight from libvirt (a live
     pass), so it may be read only as far as the engine needs.
-    ``guest_cache``: a dict a long-lived caller keeps between loads; a
-    domain whose XML text, ``active`` and memory placement equal what an
-    earlier load saw on the same host is not parsed again (its ``Guest``
-    is frozen). It is rewritten to hold only this load's domains.
     """
+    host, options, domains = _header(data, overrides)
+    read = _domains(domains, range(len(domains)), from_libvirt, host)
+    guests, seen, kernel = [], set(), {}
+    for g, affinity in read:
+        _once(g, seen)
+        guests.append(g)
+        if affinity is not None:
+            kernel[g.uuid] = affinity
+    return Snapshot(host, tuple(guests), options, kernel)
+
+
+class Loader:
+    """Loads the snapshots of one live host pass after pass, parsing only
+    the domains that changed.
+
+    A ``model.HostModel`` hands out the same entry object for a domain
+    for as long as nothing read of it changes; an entry seen before (the
+    same object) keeps the ``Guest`` parsed from it. ``load`` also says
+    which guests are new or differ (``changed``) and which went away
+    since the previous load: what ``replan.Planner`` plans again. Its
+    cost beyond the changed domains is a few C-level passes over the
+    list (no Python code runs per unchanged domain).
+    """
+
+    def __init__(self):
+        self._host = (None, None)  # (capabilities text, HostTopology)
+        self._seen = {}  # id(entry) -> (entry, Guest, kernel affinity)
+        self._ids = {}  # uuid -> id(entry)
+        self._kernel = {}  # uuid -> kernel affinity
+
+    def load(self, data, **overrides):
+        """(Snapshot, changed {uuid: Guest}, removed uuids) of ``data``,
+        a live snapshot (``virt.Host.read_snapshot``); validated as
+        ``load`` does, domain by domain as they first appear."""
+        host, options, domains = _header(data, overrides, self._host)
+        if host is not self._host[1]:  # another host: nothing carries over
+            self._host = (data.get('capabilities'), host)
+            self._seen, self._ids, self._kernel = {}, {}, {}
+        seen, ids = self._seen, self._ids
+        # An id in ``seen`` is that of an entry ``seen`` keeps alive: no
+        # other object can have it.
+        order = list(map(id, domains))
+        current = set(order)
+        if len(current) != len(order):
+            raise SnapshotError('a domain entry appears twice')
+        new = current.difference(seen)
+        if len(new) < 8:  # the usual pass: a scan per new entry, in C
+            misses = sorted(map(order.index, new))
+        else:
+            misses = [i for i, key in enumerate(order) if key in new]
+        stale = seen.keys() - current
+        read = _domains(domains, misses, True, host)
+        gone = {seen[i][1].uuid for i in stale}
+        changed = {}
+        for i, (g, affinity) in zip(misses, read):
+            if g.uuid in changed or ids.get(g.uuid) in current:
+                raise SnapshotError('domain %s: uuid %s appears twice'
+                                    % (g.name, g.uuid))
+            changed[g.uuid] = g
+            seen[order[i]] = (domains[i], g, affinity)
+            ids[g.uuid] = order[i]
+            self._kernel.pop(g.uuid, None)
+            if affinity is not None:
+                self._kernel[g.uuid] = affinity
+        for i in stale:
+            del seen[i]
+        removed = gone.difference(changed)
+        for uuid in removed:
+            del ids[uuid]
+            self._kernel.pop(uuid, None)
+        guests = tuple(map(_GUEST, map(seen.__getitem__, order)))
+        return (Snapshot(host, guests, options, dict(self._kernel)),
+                changed, removed)
+
+
+_GUEST = operator.itemgetter(1)
+
+
+def _once(guest, seen):
+    if guest.uuid in seen:
+        raise SnapshotError('domain %s: uuid %s appears twice'
+                            % (guest.name, guest.uuid))
+    seen.add(guest.uuid)
+
+
+def _header(data, overrides, known=(None, None)):
+    """(host, options, domains) of a snapshot dict, all but the domains
+    validated. ``known``: (capabilities text, HostTopology) parsed
+    before, reused when the text is the same."""
     if not isinstance(data, dict):
         raise SnapshotError('snapshot must be a JSON object')
     version = data.get('version')
     if type(version) is not int or version != VERSION:  # not True, 1.0
         raise SnapshotError('unknown snapshot version %.32r (this tool '
                             'reads version %d)' % (version, VERSION))
-    try:
-        host = topology.HostTopology.from_capabilities(
-            data.get('capabilities'))
-    except topology.TopologyError as exc:
-        raise SnapshotError('capabilities: %s' % exc) from None
+    caps = data.get('capabilities')
+    host = known[1]
+    if host is None or not isinstance(caps, str) or caps != known[0]:
+        try:
+            host = topology.HostTopology.from_capabilities(caps)
+        except topology.TopologyError as exc:
+            raise SnapshotError('capabilities: %s' % exc) from None
     ratio = data.get('allocation_ratio')
     if not policy.ratio_ok(ratio):
         raise SnapshotError('allocation_ratio must be a number > 0 and at '
@@ -112,44 +200,36 @@ def load(data, from_libvirt=False, guest_cache=None, **overrides):
     domains = data.get('domains', [])
     if not isinstance(domains, list):
         raise SnapshotError('domains must be a list')
-    for i, dom in enumerate(domains):
+    return host, options, domains
+
+
+def _domains(domains, indices, from_libvirt, host):
+    """[(Guest, kernel affinity or None)] of ``domains[i]`` for each of
+    ``indices``; SnapshotError names the first bad one."""
+    for i in indices:
+        dom = domains[i]
         if not isinstance(dom, dict) or not isinstance(dom.get('xml'), str):
             raise SnapshotError('domains[%d] must be an object with an '
                                 '"xml" string' % i)
     max_cpu, max_node = max(host.cpus), max(host.nodes)
-    cached = [None] * len(domains)
-    if guest_cache is not None:
-        if guest_cache.get(None) != (max_cpu, max_node, from_libvirt):
-            guest_cache.clear()  # another host: nothing carries over
-        keys = [(d['xml'], d.get('active', True),
-                 repr(d.get('memory_by_node_kib'))) for d in domains]
-        cached = [guest_cache.get(k) for k in keys]
-    parsed = [None] * len(domains)
-    todo = [i for i, c in enumerate(cached) if c is None]
-    texts = [domains[i]['xml'] for i in todo]
+    indices = list(indices)
+    parsed = [None] * len(indices)
+    texts = [domains[i]['xml'] for i in indices]
     if texts and sum(map(len, texts)) <= SMALL_XML * len(texts):
         for start in range(0, len(texts), PARSE_CHUNK):
             chunk = texts[start:start + PARSE_CHUNK]
-            for i, element in zip(todo[start:start + len(chunk)],
-                                  guest_mod.parse_many(chunk, from_libvirt)
-                                  or [None] * len(chunk)):
-                parsed[i] = element
-    guests, seen, kernel = [], set(), {}
-    for i, dom in enumerate(domains):
-        g = cached[i] or _guest(i, dom, from_libvirt, parsed[i], max_cpu,
-                                max_node)
-        if g.uuid in seen:
-            raise SnapshotError('domain %s: uuid %s appears twice'
-                                % (g.name, g.uuid))
-        seen.add(g.uuid)
-        guests.append(g)
+            elements = guest_mod.parse_many(chunk, from_libvirt)
+            if elements:
+                parsed[start:start + len(chunk)] = elements
+    result = []
+    for i, element in zip(indices, parsed):
+        dom = domains[i]
+        g = _guest(i, dom, from_libvirt, element, max_cpu, max_node)
+        affinity = None
         if dom.get('kernel_vcpu_affinity'):
-            kernel[g.uuid] = _kernel_affinity(i, dom, g)
-    if guest_cache is not None:
-        guest_cache.clear()
-        guest_cache.update(zip(keys, guests))
-        guest_cache[None] = (max_cpu, max_node, from_libvirt)
-    return Snapshot(host, tuple(guests), options, kernel)
+            affinity = _kernel_affinity(i, dom, g)
+        result.append((g, affinity))
+    return result
 
 
 def _kernel_affinity(i, dom, guest):

@@ -379,13 +379,7 @@ class Host:
         except BaseException:
             model.give_back(everything, marked)
             raise
-        domains = []
-        for d in model.domains(listing):
-            entry = {'xml': d.xml, 'active': True,
-                     'memory_by_node_kib': d.memory}
-            if d.affinity is not None:
-                entry['kernel_vcpu_affinity'] = d.affinity
-            domains.append(entry)
+        domains = [d.entry() for d in model.domains(listing)]
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
     def _live_xml(self, dom, name):

@@ -38,13 +38,15 @@ def by_name(p):
     return {gp.name: gp for gp in p.guests}
 
 
-def applied(guests, p):
-    """The guests as they look after ``p`` was applied (live XML)."""
+def applied(guests, p, only=None):
+    """The guests as they look after ``p`` was applied (live XML).
+    ``only``: the uuids written to; the others stay the same objects."""
     plans = {gp.uuid: gp for gp in p.guests}
     result = []
     for g in guests:
         gp = plans[g.uuid]
-        if gp.mode == plan_mod.UNTOUCHED:
+        if gp.mode == plan_mod.UNTOUCHED or \
+                (only is not None and g.uuid not in only):
             result.append(g)
             continue
         pins = dict(g.vcpu_pins)

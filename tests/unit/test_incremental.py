@@ -11,6 +11,7 @@ import time
 import fixtures
 
 from nova_pinning_hooks import model as model_mod
+from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import service
 from tests.unit import hosts
@@ -121,6 +122,41 @@ class TestIncrementalPasses(IncrementalTestCase):
             costs.append(self.delta(before))
         self.assertEqual(costs[0], costs[1])
         self.assertEqual(1, costs[0]['XMLDesc'])
+
+    def test_one_new_guest_is_planned_and_compared_alone(self):
+        # 60 vCPUs a node on 56 pCPUs: both nodes in node range.
+        for i in range(30):
+            self.boot('h%d' % i, 4, i % 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        whole = self.rec._planner.whole
+        compared = []
+        real = plan_mod.changes
+
+        def counting(p, guests, enforced=None, pairs=None):
+            compared.append(len(p.guests) if pairs is None else len(pairs))
+            return real(p, guests, enforced, pairs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.plan.changes', counting))
+        self.boot('new', 2, 1)
+        result = self.rec.run_pass()
+        self.assertEqual({'new'}, {c.name for c in result.changes})
+        # Neither planned nor compared with the 30 others.
+        self.assertEqual((whole, [1]), (self.rec._planner.whole, compared))
+        # Its pins read back: nothing else to do.
+        self.assertEqual([], self.rec.run_pass().changes)
+
+    def test_a_dry_run_between_passes_makes_the_next_plan_whole(self):
+        a = self.settled('a', 2)
+        whole = self.rec._planner.whole
+        self.boot('b', 1)
+        self.assertTrue(self.rec.run_pass(dry_run=True).changes)
+        a.vcpu_pins[0] = (4, 5, 6)  # and a change nobody announced
+        self.model.mark(a.UUIDString())
+        result = self.rec.run_pass()
+        self.assertEqual({'a', 'b'}, {c.name for c in result.changes})
+        self.assertEqual(whole + 1, self.rec._planner.whole)
+        self.assertEqual([], self.rec.run_pass().changes)
 
     def test_a_pin_changed_behind_its_back_is_read_after_the_event(self):
         a = self.settled('a', 2)

@@ -85,35 +85,40 @@ def changes(plan, guests, enforced=None, pairs=None):
     def differ(a, b):
         if a is b:
             return False
+        if a is None or b is None:  # unpinned
+            return True
         key = (id(a), id(b))
         found = known.get(key)
         if found is None:
             found = known[key] = a != b
         return found
+    change = PinChange
     for gp, guest in pairs:
         if gp.mode == UNTOUCHED:
             continue
-        kernel = enforced.get(gp.uuid, {})
+        uuid, name = gp.uuid, gp.name
+        kernel = enforced.get(uuid)
+        pins, default = guest.vcpu_pins, guest.default_cpuset
         for vcpu, new in gp.vcpu_pins.items():
-            old = guest.vcpu_pin(vcpu)
-            if not differ(old, new) and differ(kernel.get(vcpu, new), new):
-                old = kernel[vcpu]
+            old = pins.get(vcpu, default)
             if differ(old, new):
-                result.append(PinChange(gp.uuid, gp.name, 'vcpu', vcpu,
-                                        old, new))
+                result.append(change(uuid, name, 'vcpu', vcpu, old, new))
+            elif kernel and differ(kernel.get(vcpu, new), new):
+                result.append(change(uuid, name, 'vcpu', vcpu, kernel[vcpu],
+                                     new))
         if gp.emulator_pin is not None and \
                 differ(guest.emulator_pin, gp.emulator_pin):
-            result.append(PinChange(gp.uuid, gp.name, 'emulator', None,
-                                    guest.emulator_pin, gp.emulator_pin))
+            result.append(change(uuid, name, 'emulator', None,
+                                 guest.emulator_pin, gp.emulator_pin))
         for thread, new in gp.iothread_pins.items():
             old = guest.iothread_pins.get(thread)
             if differ(old, new):
-                result.append(PinChange(gp.uuid, gp.name, 'iothread', thread,
-                                        old, new))
+                result.append(change(uuid, name, 'iothread', thread, old,
+                                     new))
         if gp.numa_nodeset is not None and \
                 guest.numa_nodeset != gp.numa_nodeset:
-            result.append(PinChange(gp.uuid, gp.name, 'numa', None,
-                                    guest.numa_nodeset, gp.numa_nodeset))
+            result.append(change(uuid, name, 'numa', None,
+                                 guest.numa_nodeset, gp.numa_nodeset))
     return result
 
 

@@ -113,12 +113,18 @@ def _untouched_reason(guest, options):
     return None
 
 
+_AMOUNT = operator.itemgetter(1)
+
+
 def _home_from_facts(guest, host, pool_by_node, options):
     """(home node or None, source, cross-node?) from what is known."""
     mem = guest.memory_by_node_kib
     total = sum(mem.values())
     if total:
-        node, amount = max(sorted(mem.items()), key=lambda kv: kv[1])
+        if len(mem) == 1:  # the usual guest: all on one node
+            (node, amount), = mem.items()
+        else:  # the most memory; the lowest node on a tie
+            node, amount = max(sorted(mem.items()), key=_AMOUNT)
         if amount >= options.home_node_min_fraction * total and \
                 pool_by_node.get(node):
             return node, 'memory', False
@@ -425,11 +431,10 @@ def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
         # Memory not placed yet: give it the home node too, so that
         # the home survives a later host range (pins then say nothing).
         nodeset = frozenset((home,))
+    # Positional: a plan of a thousand guests builds a thousand of these.
     return plan_mod.GuestPlan(
-        uuid=guest.uuid, name=guest.name, mode=mode, home_node=home,
-        home_source=source, vcpu_pins=vcpu_pins, emulator_pin=emulator,
-        iothread_pins=dict.fromkeys(guest.iothread_pins, emulator),
-        rule=rule, reason=reason, numa_nodeset=nodeset)
+        guest.uuid, guest.name, mode, home, source, vcpu_pins, emulator,
+        dict.fromkeys(guest.iothread_pins, emulator), rule, reason, nodeset)
 
 
 def _untouched(guest, rule, reason):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Pass cost: a full pass against an incremental one, on the fake libvirt.
 
-Usage: python benchmarks/pass_cost.py [--guests 100,1000] [--latency-ms 0.5]
-       [--runs 7]
+Usage: python benchmarks/pass_cost.py [--guests 100,1000,5000]
+       [--latency-ms 0.5] [--runs 7]
 
 A host like the 256-pCPU AMD fixture carries N nova-sized guests (the
 domain XML of ``plan_cost.py``) in the fake libvirt, each call to the
@@ -18,9 +18,11 @@ two settling passes, it measures, median of --runs:
 * *one pin changed*: an incremental pass after a vCPU pin was changed
   behind its back and libvirt's event about it arrived.
 
-Reported: libvirt calls (reads, writes), wall time, and CPU time of the
-whole process (the engine and the fake daemon's Python alike, so an
-upper bound for the engine).
+Reported: libvirt calls (reads, writes), how many guests the pass
+compared with their live pins, wall time, and CPU time of the whole
+process (the engine and the fake daemon's Python alike, so an upper
+bound for the engine), also less the unchanged pass's (the listing of
+every domain, which any pass makes).
 """
 
 import argparse
@@ -69,8 +71,8 @@ def conf_for(tmp):
     return conf
 
 
-def measure(rec, fake, prepare, runs):
-    walls, cpus, calls = [], [], None
+def measure(rec, prepare, runs):
+    walls, cpus, result = [], [], None
     for _ in range(runs):
         prepare()
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -79,22 +81,27 @@ def measure(rec, fake, prepare, runs):
         cpus.append((time.process_time() - cpu0) * 1000)
         if result.error:
             raise SystemExit('pass failed: %s' % result.error)
-        calls = result.calls
-    return calls, statistics.median(walls), statistics.median(cpus)
+        if prepare is not settle:
+            rec.run_pass()  # reads back what it wrote: as it happens live
+    return result, statistics.median(walls), statistics.median(cpus)
+
+
+def settle():
+    """Nothing changes before the pass."""
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--guests', default='100,1000')
+    ap.add_argument('--guests', default='100,1000,5000')
     ap.add_argument('--latency-ms', type=float, default=0.5)
     ap.add_argument('--runs', type=int, default=7)
     args = ap.parse_args()
     virt.libvirt = fakelibvirt
     virt.Host._memory_from_proc = lambda self, name: dict(
         self._bench_fake.by_name(name).memory_by_node_kib)
-    print('| guests | pass | libvirt reads | libvirt writes | wall (ms) | '
-          'CPU (ms) |')
-    print('|---|---|---|---|---|---|')
+    print('| guests | pass | libvirt reads | libvirt writes | guests '
+          'compared | wall (ms) | CPU (ms) | CPU above unchanged (ms) |')
+    print('|---|---|---|---|---|---|---|---|')
     with tempfile.TemporaryDirectory() as tmp:
         for count in (int(c) for c in args.guests.split(',')):
             fake = make_host(count, args.latency_ms / 1000.0)
@@ -106,8 +113,7 @@ def main():
             inc = reconciler.Reconciler(conf, model=model)
             for rec in (full, inc, full, inc):
                 rec.run_pass()  # settle: every guest bound
-            rows = [('full', full, lambda: None),
-                    ('unchanged', inc, lambda: None)]
+            rows = [('full', full, settle), ('unchanged', inc, settle)]
             added = []
 
             def one_new(fake=fake, added=added, model=model):
@@ -125,10 +131,16 @@ def main():
 
             rows += [('one new guest', inc, one_new),
                      ('one pin changed', inc, one_pin)]
+            unchanged = None
             for label, rec, prepare in rows:
-                calls, wall, cpu = measure(rec, fake, prepare, args.runs)
-                print('| %d | %s | %d | %d | %.1f | %.1f |' % (
-                    count, label, calls['read'], calls['write'], wall, cpu))
+                result, wall, cpu = measure(rec, prepare, args.runs)
+                if label == 'unchanged':
+                    unchanged = cpu
+                print('| %d | %s | %d | %d | %d | %.1f | %.1f | %s |' % (
+                    count, label, result.calls['read'],
+                    result.calls['write'], result.compared, wall, cpu,
+                    '-' if label in ('full', 'unchanged') else
+                    '%.1f' % (cpu - unchanged)))
             for rec in (full, inc):
                 rec.close()
             fakelibvirt.unregister(URI)

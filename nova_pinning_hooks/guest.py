@@ -257,8 +257,11 @@ def _memory_map(raw):
     for node, kib in raw.items():
         if isinstance(node, int) and not isinstance(node, bool):
             node = str(node)
-        node_id = cpuset.parse_uint(node, 'memory_by_node_kib node',
-                                    topology.MAX_NODE_ID)
+        if not isinstance(node, str):
+            raise ValueError('memory_by_node_kib node must be a number, '
+                             'not %r' % (node,))
+        node_id = _uint(node, 'memory_by_node_kib node',
+                        topology.MAX_NODE_ID)
         if isinstance(kib, bool) or not isinstance(kib, int) or \
                 not 0 <= kib <= topology.MAX_MEMORY:
             raise GuestError('memory_by_node_kib: %.32r is not a KiB '

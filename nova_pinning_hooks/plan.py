@@ -20,9 +20,15 @@ RELEASED = 'released'  # only in release plans: back on every online CPU
 
 MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED,
          RELEASED)
+# Modes in which every vCPU of a guest is pinned to one set of pCPUs, its
+# emulator's (``GuestPlan``).
+SHARED = frozenset((NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, RELEASED))
 
 
 class GuestPlan(typing.NamedTuple):
+    """How one guest's threads are to be bound. In the ``SHARED`` modes
+    every vCPU pin is the emulator pin; ``dedicated``: one pCPU each."""
+
     uuid: str
     name: str
     mode: str
@@ -132,10 +138,15 @@ def to_json(plan, change_list):
     fmt = cpuset.format
     guests = []
     for gp in plan.guests:
+        pins = gp.vcpu_pins
+        if gp.mode in SHARED:  # every vCPU on the emulator's set
+            vcpu_pins = dict.fromkeys(map(str, pins), fmt(gp.emulator_pin))
+        else:
+            vcpu_pins = {str(v): fmt(c) for v, c in pins.items()}
         entry = {
             'uuid': gp.uuid, 'name': gp.name, 'mode': gp.mode,
             'home_node': gp.home_node, 'home_source': gp.home_source,
-            'vcpu_pins': {str(v): fmt(c) for v, c in gp.vcpu_pins.items()},
+            'vcpu_pins': vcpu_pins,
             'emulator_pin': (fmt(gp.emulator_pin)
                              if gp.emulator_pin is not None else None),
             'iothread_pins': {str(t): fmt(c)

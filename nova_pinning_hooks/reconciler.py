@@ -71,6 +71,7 @@ class PassResult:
     dry_run: bool = False
     release: bool = False  # the pass put guests back on every CPU
     seconds: float = 0.0
+    compared: int = 0  # guests whose live pins were compared with the plan
 
     @property
     def ok(self):
@@ -143,6 +144,7 @@ class Reconciler:
         # change (snapshot.Loader, replan.Planner).
         self._loader = snapshot_mod.Loader()
         self._planner = replan.Planner()
+        self.compared = 0  # guests the last plan compared with live pins
 
     def _adapter(self):
         if self._host is None:
@@ -198,6 +200,7 @@ class Reconciler:
                 (k, v) for k, v in raw.items() if k != 'domains')),
                 repr(sorted(overrides.items())))
             if self._last is not None and self._last[0] == self._plan_key:
+                self.compared = 0
                 return self._last[1], self._last[2], []
         scope = None
         if self.model is None:
@@ -212,6 +215,7 @@ class Reconciler:
         else:
             p, scope = self._planner.plan(snap.host, snap.guests,
                                           snap.options, changed, removed)
+        self.compared = len(p.guests) if scope is None else len(scope)
         return snap, p, plan_mod.changes(p, snap.guests,
                                          enforced=snap.kernel_affinity,
                                          pairs=scope)
@@ -264,6 +268,7 @@ class Reconciler:
         try:
             snap, p, changes = self.plan(release=result.release)
             result.snapshot, result.plan, result.changes = snap, p, changes
+            result.compared = self.compared
             if changes and not result.dry_run:
                 outcome = host.apply(changes)
                 result.applied = list(outcome.applied)
@@ -294,11 +299,11 @@ class Reconciler:
     def _log(self, result):
         if result.error and result.plan is None:
             return
-        LOG.info('rebinding pass%s: %d guests, %d changes, %d applied, '
-                 '%d skipped; libvirt calls: %d reads, %d writes; %.3f s',
-                 ' (dry run)' if result.dry_run else '',
+        LOG.info('rebinding pass%s: %d guests, %d compared, %d changes, '
+                 '%d applied, %d skipped; libvirt calls: %d reads, %d '
+                 'writes; %.3f s', ' (dry run)' if result.dry_run else '',
                  len(result.plan.guests) if result.plan else 0,
-                 len(result.changes), len(result.applied),
+                 result.compared, len(result.changes), len(result.applied),
                  len(result.skipped), result.calls.get('read', 0),
                  result.calls.get('write', 0), result.seconds)
 

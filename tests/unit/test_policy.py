@@ -146,6 +146,10 @@ def check_invariants(test, h, guests, p, name=''):
             test.assertEqual(frozenset().union(*gp.vcpu_pins.values()),
                              gp.emulator_pin, name)
     for gp in p.guests:
+        if gp.mode in plan_mod.SHARED:
+            # Every vCPU on the emulator's set (plan.to_json relies on it).
+            test.assertEqual({gp.emulator_pin}, set(gp.vcpu_pins.values()),
+                             name)
         if gp.mode in (NR, XR, HR):
             shared = set().union(*gp.vcpu_pins.values())
             if gp.mode == XR:

@@ -28,8 +28,9 @@ Invariants:
   changes; otherwise it parses only the domains whose XML changed
   (``snapshot.Loader``), plans again only what they can affect and
   compares only those guests' pins (``replan.Planner``: the same plan
-  as the whole host's; a pass that did not write its plan whole makes
-  the next plan the whole host's). The domains a pass wrote to are
+  as the whole host's; after a dry run, or a pass that failed before
+  every guest with a change was written or skipped, the next plan is
+  the whole host's). The domains a pass wrote to or skipped are
   marked in the model, so the next pass reads them back; every
   ``resync_interval`` seconds a pass reads everything (what no event
   tells: a cgroup changed behind libvirt's back);
@@ -269,6 +270,7 @@ class Reconciler:
             snap, p, changes = self.plan(release=result.release)
             result.snapshot, result.plan, result.changes = snap, p, changes
             result.compared = self.compared
+            marked = set()  # guests to be read again next pass
             if changes and not result.dry_run:
                 outcome = host.apply(changes)
                 result.applied = list(outcome.applied)
@@ -283,12 +285,16 @@ class Reconciler:
                             c for c, _ in result.skipped
                             if hasattr(c, 'uuid')]:
                         self.model.written(change.uuid)
+                        marked.add(change.uuid)
             self._last = None
-            if self._plan_key is not None and not result.dry_run and \
-                    result.complete:
-                self._last = (self._plan_key, snap, p)
-                # Written whole: the next plan may build on this one.
-                self._planner.confirm()
+            if self._plan_key is not None and not result.dry_run:
+                if result.complete:
+                    self._last = (self._plan_key, snap, p)
+                if {c.uuid for c in changes} <= marked:
+                    # Every guest whose pins were to change, written or
+                    # not, is read again, and so planned and compared
+                    # again: the next plan may build on this one.
+                    self._planner.confirm()
         finally:
             if hasattr(host, 'set_deadline'):
                 host.set_deadline(None)

@@ -31,13 +31,15 @@ Invariants:
   sequences of changes);
 * ``scope``: the uuids whose guest or plan may differ from the last
   confirmed plan's (None: every guest). A guest outside it has the
-  Guest and GuestPlan it had then; since a confirmed plan was written
-  whole, its pins already match, and the diff may skip it;
-* a plan is made from the last *confirmed* one: ``confirm`` once a pass
-  wrote every change of it; a plan left unconfirmed (dry run, failed
-  or partial pass, a plan made outside a pass) makes the next one plan
-  the whole host, because what the caller reports as changed is only
-  relative to the plan before;
+  Guest and GuestPlan it had then, and no change then (see ``confirm``):
+  its pins already match, and the diff may skip it;
+* a plan is made from the last *confirmed* one: ``confirm`` once every
+  guest with a change in it will be read again (written, or skipped and
+  marked), so that it is among the changed guests next time; a plan
+  left unconfirmed (dry run, a pass that failed before that, a plan
+  made outside a pass) makes the next one plan the whole host, because
+  what the caller reports as changed is only relative to the plan
+  before;
 * pure and single-threaded: no I/O; the caller serialises its calls
   (the reconciler holds its pass lock).
 """
@@ -59,7 +61,8 @@ class Planner:
         self._state = self._pending = None
 
     def confirm(self):
-        """The last plan was written whole: the next builds on it."""
+        """Every guest with a change in the last plan will be read again:
+        the next plan builds on this one."""
         if self._pending is not None:
             self._state, self._pending = self._pending, None
 

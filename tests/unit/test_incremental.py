@@ -146,6 +146,23 @@ class TestIncrementalPasses(IncrementalTestCase):
         # Its pins read back: nothing else to do.
         self.assertEqual([], self.rec.run_pass().changes)
 
+    def test_a_skipped_write_is_planned_and_written_again_alone(self):
+        for i in range(30):  # both nodes in node range
+            self.boot('s%d' % i, 4, i % 2)
+        self.rec.run_pass()
+        self.rec.run_pass()
+        whole = self.rec._planner.whole
+        self.boot('busy', 2, 1)
+        self.fake.busy['busy'] = 100  # every retry of this pass fails
+        first = self.rec.run_pass()
+        self.assertTrue(first.skipped)
+        self.fake.busy['busy'] = 0
+        second = self.rec.run_pass()
+        self.assertEqual({'busy'}, {c.name for c in second.applied})
+        # Neither pass planned the whole host again.
+        self.assertEqual((whole, 1), (self.rec._planner.whole,
+                                      second.compared))
+
     def test_a_dry_run_between_passes_makes_the_next_plan_whole(self):
         a = self.settled('a', 2)
         whole = self.rec._planner.whole

@@ -13,7 +13,8 @@ Invariants:
   (``memplace``; ``numa_maps`` only as the fallback), not from libvirt.
 * Writes: one call per change, with ``VIR_DOMAIN_AFFECT_LIVE`` only; the
   persistent definition is never touched, so nova's own view of the
-  domain stays what nova wrote.
+  domain stays what nova wrote. The domain objects of the pass's listing
+  are written to (no lookup per guest) while its connection stays open.
 * Faults are normal: a domain that vanished or stopped is skipped, a busy
   one retried a bounded number of times, a lost connection reopened once.
   Every skip is logged with the guest's name; ``apply`` never raises for
@@ -181,6 +182,9 @@ class Host:
         self._ncpus = None
         self._worker = None
         self._model = None  # model.HostModel this Host keeps current
+        # (connection, {uuid: domain}) of the last listing: apply writes
+        # to these objects while that connection is the one open.
+        self._listed = (None, {})
         self._on_change = None
         self._callbacks = []  # event callback ids on self._conn
         self.deadline = None  # time.monotonic() by which a pass must end
@@ -260,6 +264,7 @@ class Host:
 
     def _drop(self):
         conn, self._conn = self._conn, None
+        self._listed = (None, {})
         callbacks, self._callbacks = self._callbacks, []
 
         def close():
@@ -317,6 +322,7 @@ class Host:
     def _abandon(self):
         """Leave a hung connection to its worker: closed there, later."""
         conn, self._conn = self._conn, None
+        self._listed = (None, {})
         self._callbacks = []
         if self._model is not None:
             self._model.invalidate('libvirt call timed out')
@@ -366,6 +372,7 @@ class Host:
             listing = [(d.UUIDString(), d.ID(), d.name()) for d in doms]
             by_uuid = {entry[0]: (dom, entry)
                        for dom, entry in zip(doms, listing)}
+            self._listed = (conn, {u: d for u, (d, _) in by_uuid.items()})
             for uuid in model.to_fetch(listing, everything, marked):
                 dom, (_, dom_id, name) = by_uuid[uuid]
                 xml = self._live_xml(dom, name)
@@ -404,6 +411,7 @@ class Host:
         caps = self.capabilities()
         doms = self._call('read', 'listAllDomains', conn.listAllDomains,
                           libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        self._listed = (conn, {d.UUIDString(): d for d in doms})
         domains = []
         for dom in doms:
             name = dom.name()  # local: no call to the daemon
@@ -512,13 +520,23 @@ class Host:
                             group[0].name, exc)
         return result
 
+    def _domain(self, uuid):
+        """The domain object to write to: the listing's, while its
+        connection is the open one; else looked up."""
+        conn = self._connection()
+        listed_conn, listed = self._listed
+        dom = listed.get(uuid) if listed_conn is conn else None
+        if dom is None:
+            dom = self._call('read', 'lookupByUUIDString',
+                             conn.lookupByUUIDString, uuid)
+        return dom
+
     def _apply_guest(self, uuid, changes, result):
         name = changes[0].name
         done = {id(c) for c in result.applied}
         todo = [c for c in changes if id(c) not in done]
         try:
-            dom = self._call('read', 'lookupByUUIDString',
-                             self._connection().lookupByUUIDString, uuid)
+            dom = self._domain(uuid)
         except libvirt.libvirtError as exc:
             if _code(exc) in GONE:
                 self._skip(result, todo, name, 'guest went away')

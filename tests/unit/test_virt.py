@@ -155,6 +155,19 @@ class TestApply(AdapterTestCase):
         self.assertEqual({0: (1,), 1: (2,)}, g.vcpu_pins)
         self.assertEqual(2, self.fake.calls['open'])
 
+    def test_domains_of_the_listing_are_written_without_a_lookup(self):
+        g, h = self.fake.add_domain('g', 1), self.fake.add_domain('h', 1)
+        self.adapter.read_snapshot()
+        result = self.adapter.apply([change(g, 'vcpu', '1', 0),
+                                     change(h, 'vcpu', '2', 0)])
+        self.assertEqual(2, len(result.applied))
+        self.assertEqual(0, self.fake.calls['lookupByUUIDString'])
+        # A connection opened since: its own domain objects are looked up.
+        fakelibvirt.drop_connections(self.fake)
+        result = self.adapter.apply([change(g, 'vcpu', '3', 0)])
+        self.assertEqual(1, len(result.applied), result.skipped)
+        self.assertEqual(1, self.fake.calls['lookupByUUIDString'])
+
     def test_cpumap_covers_the_host(self):
         g = self.fake.add_domain('g', 1)
         self.adapter.apply([change(g, 'vcpu', '3', 0)])

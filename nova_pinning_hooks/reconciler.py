@@ -26,10 +26,13 @@ Invariants:
   the model's generation and the settings equal those of the last
   complete pass it reuses that pass's plan: no parsing, no planning, no
   changes; otherwise it parses only the domains whose XML changed
-  (``snapshot.load``'s guest cache). The domains a pass wrote to are
-  marked in the model, so the next pass reads them back; every
-  ``resync_interval`` seconds a pass reads everything (what no event
-  tells: a cgroup changed behind libvirt's back);
+  (``snapshot.load``'s guest cache). The domains a pass wrote to (or
+  tried to) are marked in the model, so the next pass reads them back;
+  a domain the adapter left alone because a job of libvirt's holds it
+  (``virt.Host.apply``: starting up...) is not, and the pass is not
+  complete, so the next one plans again and writes it once it is free;
+  every ``resync_interval`` seconds a pass reads everything (what no
+  event tells: a cgroup changed behind libvirt's back);
 * ``Coalescer.request`` returns at once (unless asked to wait): a burst of
   requests arriving while a pass runs is served by exactly one more pass,
   which starts after the last of them.
@@ -258,11 +261,15 @@ class Reconciler:
                     result.error = 'libvirt: %s' % errors[0]
                     result.error_kind = 'failed'
                 if self.model is not None:
-                    # Their XML changed: read it back next pass.
+                    # Their XML changed: read it back next pass. A domain
+                    # libvirt held (starting up...) was not written to:
+                    # the event of its job's end marks it.
+                    held = getattr(outcome, 'held', ())
                     for change in result.applied + [
                             c for c, _ in result.skipped
                             if hasattr(c, 'uuid')]:
-                        self.model.written(change.uuid)
+                        if change.uuid not in held:
+                            self.model.written(change.uuid)
             self._last = None
             if self._plan_key is not None and not result.dry_run and \
                     result.complete:

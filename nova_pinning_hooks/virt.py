@@ -8,13 +8,21 @@
 Invariants:
 
 * Reads: one capabilities call per connection (cached), one listing of
-  the active domains and one ``XMLDesc`` per domain per pass. The memory
+  the active domains and one ``XMLDesc`` per domain per pass; a pass
+  that writes also lists the paused domains (see below). The memory
   placement of a guest comes from its qemu process's memory cgroup
   (``memplace``; ``numa_maps`` only as the fallback), not from libvirt.
 * Writes: one call per change, with ``VIR_DOMAIN_AFFECT_LIVE`` only; the
   persistent definition is never touched, so nova's own view of the
   domain stays what nova wrote. The domain objects of the pass's listing
   are written to (no lookup per guest) while its connection stays open.
+* A write never waits for another job of libvirt's: a domain paused by
+  libvirt for one of its long jobs (starting up, which lasts until its
+  ``createXML`` returns; migrating, being saved, dumped, snapshotted) is
+  skipped with its reason and written by a later pass (its event, or the
+  hook of the operation, asks for one). A pass with writes lists the
+  paused domains once and asks only them for their state, so a domain
+  paused by a client (nova starts guests paused) is still written.
 * Faults are normal: a domain that vanished or stopped is skipped, a busy
   one retried a bounded number of times, a lost connection reopened once.
   Every skip is logged with the guest's name; ``apply`` never raises for
@@ -69,6 +77,17 @@ LOG = logging.getLogger(__name__)
 RUN_DIR = '/run/libvirt/qemu'
 GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
 BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
+# Why libvirt pauses a domain while one of its asynchronous jobs holds it
+# (qemu's start, migration, save, dump, snapshot): a pin call, which needs
+# a job of its own, would wait for that one to end (up to libvirt's 30 s,
+# then fail as busy). A domain paused for another reason (by a client,
+# after an I/O error) has no job and is written at once.
+HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
+        for name, text in (('STARTING_UP', 'starting up'),
+                           ('MIGRATION', 'migrating'),
+                           ('SAVE', 'being saved'), ('DUMP', 'being dumped'),
+                           ('SNAPSHOT', 'in a snapshot'))
+        if hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
 
 
 _now = time.monotonic  # the clock of samples; tests replace it
@@ -117,6 +136,7 @@ class ApplyResult(typing.NamedTuple):
     applied: list  # PinChange
     skipped: list  # (PinChange or guest name, reason)
     error: list  # [] or [one message]: the writes stopped early
+    held: object = frozenset()  # uuids not written: a job of libvirt's
 
 
 def connect(uri, conf=None):
@@ -490,26 +510,38 @@ class Host:
     def apply(self, changes):
         """Write ``changes`` (``plan.PinChange``); never raises for a
         libvirt fault: what could not be written is in ``skipped``."""
-        result = ApplyResult([], [], [])
+        result = ApplyResult([], [], [], set())
         by_guest = collections.OrderedDict()
         for change in changes:
             if change.kind == 'numa' and not self.set_home_node:
                 continue
             by_guest.setdefault(change.uuid, []).append(change)
         pending = list(by_guest.items())
+        if not pending:
+            return result
+        try:
+            held = self._with_reconnect(lambda: self._held(by_guest))
+        except LibvirtTimeout as exc:
+            self._stop_writes(result, pending, exc)
+            return result
+        except libvirt.libvirtError as exc:
+            LOG.warning('paused guests not listed (%s); a write may wait '
+                        'for a job of libvirt', exc)
+            held = {}
         for n, (uuid, group) in enumerate(pending):
+            if uuid in held:
+                # Its event (or the operation's hook) asks for the pass
+                # that writes it.
+                result.held.add(uuid)
+                self._skip(result, group, group[0].name,
+                           'guest %s: written once libvirt\'s job on it '
+                           'ends' % held[uuid], log=LOG.debug)
+                continue
             try:
                 self._with_reconnect(
                     lambda u=uuid, g=group: self._apply_guest(u, g, result))
             except LibvirtTimeout as exc:
-                # No more writes this pass: what is left is skipped.
-                done = set(map(id, result.applied))
-                for _, rest in pending[n:]:
-                    result.skipped.extend((c, 'not written: %s' % exc)
-                                          for c in rest
-                                          if id(c) not in done)
-                result.error.append(str(exc))
-                LOG.error('pin writes stopped: %s', exc)
+                self._stop_writes(result, pending[n:], exc)
                 break
             except libvirt.libvirtError as exc:
                 done = set(map(id, result.applied))
@@ -519,6 +551,38 @@ class Host:
                 LOG.warning('guest %s: pins not written: %s',
                             group[0].name, exc)
         return result
+
+    def _stop_writes(self, result, pending, exc):
+        """No more writes this pass: what is left is skipped."""
+        done = set(map(id, result.applied))
+        for _, rest in pending:
+            result.skipped.extend((c, 'not written: %s' % exc)
+                                  for c in rest if id(c) not in done)
+        result.error.append(str(exc))
+        LOG.error('pin writes stopped: %s', exc)
+
+    def _held(self, uuids):
+        """{uuid: why} of the domains among ``uuids`` that libvirt holds
+        paused for one of its long jobs (``HELD``): one listing of the
+        paused domains, then the state of those of them to be written."""
+        paused = self._call('read', 'listAllDomains',
+                            self._connection().listAllDomains,
+                            libvirt.VIR_CONNECT_LIST_DOMAINS_PAUSED)
+        held = {}
+        for dom in paused:
+            uuid = dom.UUIDString()  # local: no call to the daemon
+            if uuid not in uuids:
+                continue
+            try:
+                state, reason = self._call('read', 'state', dom.state,
+                                           0)[:2]
+            except libvirt.libvirtError as exc:
+                if _code(exc) in GONE:
+                    continue  # its write says so
+                raise
+            if state == libvirt.VIR_DOMAIN_PAUSED and reason in HELD:
+                held[uuid] = HELD[reason]
+        return held
 
     def _domain(self, uuid):
         """The domain object to write to: the listing's, while its
@@ -557,9 +621,9 @@ class Host:
                 raise
             result.applied.append(change)
 
-    def _skip(self, result, changes, name, why):
-        LOG.info('guest %s: %d pin change(s) skipped: %s', name,
-                 len(changes), why)
+    def _skip(self, result, changes, name, why, log=LOG.info):
+        log('guest %s: %d pin change(s) skipped: %s', name, len(changes),
+            why)
         result.skipped.extend((c, why) for c in changes)
 
     def _write(self, dom, change):

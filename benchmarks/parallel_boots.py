@@ -22,8 +22,9 @@ same machine state.
 
 Reported per mode (median over rounds): wall time of the burst (first
 create started to last create returned), and, when active: passes run
-during and after the burst, and the longest time from a guest's create
-returning to its vCPU pinned as planned (CPU 1: CPU 0 is reserved, so a
+during and after the burst, the libvirt calls they made (reads and
+writes, as ``virt.Host.calls`` counts them), and the longest time from a
+guest's create returning to its vCPU pinned as planned (CPU 1: CPU 0 is reserved, so a
 pinned vCPU differs from an unpinned one). When a guest was pinned is
 taken from libvirt's tunable event for that pin, received by this
 script's own connection while the burst runs (an earlier version polled
@@ -91,9 +92,10 @@ def conf_for(tmp):
     return conf
 
 
-def cleanup(conn):
+def cleanup(conn, prefix=PREFIX):
+    """Destroy the benchmark's guests (named ``prefix``...)."""
     for dom in conn.listAllDomains():
-        if dom.name().startswith(PREFIX):
+        if dom.name().startswith(prefix):
             try:
                 dom.destroy()
             except libvirt.libvirtError:
@@ -131,6 +133,7 @@ def burst(conn, n, mode, tmp, rnd):
     if active:
         a.coalescer.request('settle', wait=True, timeout=60)
         passes_before = a.coalescer.passes
+        calls_before = dict(a.reconciler.host().calls)
     names = ['%s%s-%d' % (PREFIX, rnd, i) for i in range(n)]
     threads = [threading.Thread(
         target=cls()._do_build_and_run_instance, args=(None, name))
@@ -162,6 +165,9 @@ def burst(conn, n, mode, tmp, rnd):
             if pinned_at else None
         a.coalescer.request('final', wait=True, timeout=60)
         result['passes'] = a.coalescer.passes - passes_before
+        calls = a.reconciler.host().calls
+        for kind in ('read', 'write'):
+            result[kind] = calls[kind] - calls_before.get(kind, 0)
         if mode == 'hooks':
             agent.deactivate()
             hookpoints.uninstall(cls, 'bind_numa_affinity')
@@ -197,19 +203,22 @@ def main():
         finally:
             cleanup(conn)
     print('| mode | guests | rounds | burst wall time (s, median) | '
-          'passes (median) | longest create->pinned (s) | '
+          'passes (median) | libvirt reads, writes (median) | '
+          'longest create->pinned (s) | '
           'pinned after burst end (s) | every guest pinned |')
-    print('|---|---|---|---|---|---|---|---|')
+    print('|---|---|---|---|---|---|---|---|---|')
     for mode in modes:
         rs = runs[mode]
         wall = statistics.median(r['wall'] for r in rs)
         if mode == 'inactive':
-            print('| %s | %d | %d | %.2f | - | - | - | - |'
+            print('| %s | %d | %d | %.2f | - | - | - | - | - |'
                   % (mode, args.guests, args.rounds, wall))
             continue
-        print('| %s | %d | %d | %.2f | %s | %.2f | %.2f | %s |' % (
+        print('| %s | %d | %d | %.2f | %s | %s, %s | %.2f | %.2f | %s |' % (
             mode, args.guests, args.rounds, wall,
             statistics.median(r['passes'] for r in rs),
+            statistics.median(r['read'] for r in rs),
+            statistics.median(r['write'] for r in rs),
             max(r['latency'] for r in rs),
             max(r['after_burst'] for r in rs),
             all(r['all_pinned'] for r in rs)))

@@ -9,9 +9,10 @@ Invariants:
 
 * Reads: one capabilities call per connection (cached), one listing of
   the active domains and one ``XMLDesc`` per domain per pass; a pass
-  that writes also lists the paused domains (see below). The memory
-  placement of a guest comes from its qemu process's memory cgroup
-  (``memplace``; ``numa_maps`` only as the fallback), not from libvirt.
+  that writes also reads the state of the paused domains (see below).
+  The memory placement of a guest comes from its qemu process's memory
+  cgroup (``memplace``; ``numa_maps`` only as the fallback), not from
+  libvirt.
 * Writes: one call per change, with ``VIR_DOMAIN_AFFECT_LIVE`` only; the
   persistent definition is never touched, so nova's own view of the
   domain stays what nova wrote. The domain objects of the pass's listing
@@ -20,9 +21,11 @@ Invariants:
   libvirt for one of its long jobs (starting up, which lasts until its
   ``createXML`` returns; migrating, being saved, dumped, snapshotted) is
   skipped with its reason and written by a later pass (its event, or the
-  hook of the operation, asks for one). A pass with writes lists the
-  paused domains once and asks only them for their state, so a domain
-  paused by a client (nova starts guests paused) is still written.
+  hook of the operation, asks for one). A pass with writes reads the
+  state and reason of every paused domain in one call
+  (``virConnectGetAllDomainStats``, state only: no job taken), so a
+  domain paused by a client (nova starts guests paused) is still
+  written.
 * Faults are normal: a domain that vanished or stopped is skipped, a busy
   one retried a bounded number of times, a lost connection reopened once.
   Every skip is logged with the guest's name; ``apply`` never raises for
@@ -563,24 +566,19 @@ class Host:
 
     def _held(self, uuids):
         """{uuid: why} of the domains among ``uuids`` that libvirt holds
-        paused for one of its long jobs (``HELD``): one listing of the
-        paused domains, then the state of those of them to be written."""
-        paused = self._call('read', 'listAllDomains',
-                            self._connection().listAllDomains,
-                            libvirt.VIR_CONNECT_LIST_DOMAINS_PAUSED)
+        paused for one of its long jobs (``HELD``): the state of every
+        paused domain, in one call."""
+        records = self._call(
+            'read', 'getAllDomainStats',
+            self._connection().getAllDomainStats,
+            libvirt.VIR_DOMAIN_STATS_STATE,
+            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED)
         held = {}
-        for dom in paused:
+        for dom, stats in records:
             uuid = dom.UUIDString()  # local: no call to the daemon
-            if uuid not in uuids:
-                continue
-            try:
-                state, reason = self._call('read', 'state', dom.state,
-                                           0)[:2]
-            except libvirt.libvirtError as exc:
-                if _code(exc) in GONE:
-                    continue  # its write says so
-                raise
-            if state == libvirt.VIR_DOMAIN_PAUSED and reason in HELD:
+            reason = stats.get('state.reason')
+            if uuid in uuids and reason in HELD and \
+                    stats.get('state.state') == libvirt.VIR_DOMAIN_PAUSED:
                 held[uuid] = HELD[reason]
         return held
 

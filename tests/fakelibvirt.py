@@ -22,7 +22,6 @@ VIR_DOMAIN_AFFECT_LIVE = 1
 VIR_DOMAIN_AFFECT_CONFIG = 2
 VIR_CONNECT_LIST_DOMAINS_ACTIVE = 1
 VIR_CONNECT_LIST_DOMAINS_INACTIVE = 2
-VIR_CONNECT_LIST_DOMAINS_PAUSED = 32
 VIR_DOMAIN_NUMA_NODESET = 'numa_nodeset'
 VIR_DOMAIN_NUMA_MODE = 'numa_mode'
 VIR_DOMAIN_RUNNING = 1
@@ -37,6 +36,7 @@ VIR_DOMAIN_PAUSED_STARTING_UP = 11
 VIR_DOMAIN_STATS_STATE = 1
 VIR_DOMAIN_STATS_VCPU = 8
 VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE = 1
+VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED = 32
 VIR_DOMAIN_SHUTOFF = 5
 
 VIR_ERR_INTERNAL_ERROR = 1
@@ -206,7 +206,7 @@ class FakeDomain:
         self.vcpu_time = collections.Counter()
         self.vcpu_delay = collections.Counter()
         self.report_delay = True
-        # (state, reason) as virDomainGetState reports them.
+        # (state, reason), as getAllDomainStats's state.* report them.
         self.state_reason = (VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED)
         # A job of libvirt's holding the domain (its start, a migration):
         # calls that need a job of their own (pins) wait until it is set.
@@ -251,10 +251,6 @@ class FakeDomain:
         if job is not None:
             job.set()
         self._host.emit(self, 'LIFECYCLE', 0, 0)  # started
-
-    def state(self, flags=0):
-        self._call('state')
-        return list(self.state_reason)
 
     def isActive(self):  # noqa: N802
         self._call('isActive')
@@ -409,29 +405,34 @@ class FakeConnection:
         doms = list(self._host.domains.values())
         if flags & VIR_CONNECT_LIST_DOMAINS_ACTIVE:
             doms = [d for d in doms if d.active]
-        if flags & VIR_CONNECT_LIST_DOMAINS_PAUSED:
-            doms = [d for d in doms if d.active and
-                    d.state_reason[0] == VIR_DOMAIN_PAUSED]
         return doms
 
     def getAllDomainStats(self, stats=0, flags=0):  # noqa: N802
         self._call('getAllDomainStats')
-        if not stats & VIR_DOMAIN_STATS_VCPU:
-            raise libvirtError('test expects VIR_DOMAIN_STATS_VCPU',
+        if not stats & (VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_STATE):
+            raise libvirtError('test expects the state or vCPU stats',
                                VIR_ERR_INVALID_ARG)
         records = []
         for dom in self._host.domains.values():
             if flags & VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE and \
                     not dom.active:
                 continue
-            record = {'state.state': VIR_DOMAIN_RUNNING,
-                      'vcpu.current': dom.vcpus, 'vcpu.maximum': dom.vcpus}
+            if flags & VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED and \
+                    (not dom.active or
+                     dom.state_reason[0] != VIR_DOMAIN_PAUSED):
+                continue
+            record = {'state.state': dom.state_reason[0],
+                      'state.reason': dom.state_reason[1]}
+            records.append((dom, record))
+            if not stats & VIR_DOMAIN_STATS_VCPU:
+                continue
+            record.update({'vcpu.current': dom.vcpus,
+                           'vcpu.maximum': dom.vcpus})
             for v in range(dom.vcpus):
                 record['vcpu.%d.state' % v] = 1
                 record['vcpu.%d.time' % v] = dom.vcpu_time[v]
                 if dom.report_delay:
                     record['vcpu.%d.delay' % v] = dom.vcpu_delay[v]
-            records.append((dom, record))
         return records
 
     def lookupByUUIDString(self, uuid):  # noqa: N802

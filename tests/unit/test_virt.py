@@ -193,7 +193,7 @@ class TestApply(AdapterTestCase):
     def test_a_guest_paused_by_a_client_is_written(self):
         # nova starts a guest paused and resumes it once its network is
         # plugged: no job holds it meanwhile, so it is pinned before it
-        # runs. The state is asked only of paused domains.
+        # runs. One call reads the state of every paused domain.
         g = self.fake.add_domain('g', 1)
         p = self.fake.add_domain('p', 1)
         p.state_reason = (fakelibvirt.VIR_DOMAIN_PAUSED,
@@ -201,7 +201,7 @@ class TestApply(AdapterTestCase):
         result = self.adapter.apply([change(g, 'vcpu', '1', 0),
                                      change(p, 'vcpu', '2', 0)])
         self.assertEqual(['g', 'p'], [c.name for c in result.applied])
-        self.assertEqual(1, self.fake.calls['state'])
+        self.assertEqual(1, self.fake.calls['getAllDomainStats'])
 
     def test_cpumap_covers_the_host(self):
         g = self.fake.add_domain('g', 1)

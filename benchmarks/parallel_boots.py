@@ -3,7 +3,7 @@
 
 Usage (root, libvirtd running: tools/setup-host.sh):
     python benchmarks/parallel_boots.py [--guests 20] [--rounds 3]
-        [--modes inactive,hooks,agent]
+        [--modes inactive,hooks,agent] [--coalesce-delay S]
 
 Each round boots N tiny guests (64 MiB, 1 vCPU, no disk) at once, one
 thread each, through a stand-in for ComputeManager whose
@@ -18,7 +18,8 @@ thread each, through a stand-in for ComputeManager whose
 * ``inactive``: the same method, unhooked, nothing running.
 
 Modes take turns within each round, in a rotating order, so all see the
-same machine state.
+same machine state. ``--coalesce-delay`` sets ``[nova_pinning]
+coalesce_delay`` for the active modes (default: the option's default).
 
 Reported per mode (median over rounds): wall time of the burst (first
 create started to last create returned), and, when active: passes run
@@ -80,11 +81,16 @@ class Manager:
         return dom
 
 
+COALESCE_DELAY = None  # --coalesce-delay; None: the option's default
+
+
 def conf_for(tmp):
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     register_nova_options(conf, initial_cpu_allocation_ratio=32.0)
     conf([], default_config_files=[])
+    if COALESCE_DELAY is not None:
+        conf.set_override('coalesce_delay', COALESCE_DELAY, 'nova_pinning')
     for key, value in (('reserved_cpus', '0'), ('lock_path', tmp),
                        ('overcommit_file', tmp + '/oc.json'),
                        ('periodic_interval', 0)):
@@ -183,7 +189,10 @@ def main():
     ap.add_argument('--guests', type=int, default=20)
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--modes', default='inactive,hooks,agent')
+    ap.add_argument('--coalesce-delay', type=float, default=None)
     args = ap.parse_args()
+    global COALESCE_DELAY
+    COALESCE_DELAY = args.coalesce_delay
     modes = args.modes.split(',')
     # Our own connection gets the tunable events: the time each guest
     # was pinned is known without polling libvirtd during the burst.

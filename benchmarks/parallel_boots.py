@@ -3,7 +3,7 @@
 
 Usage (root, libvirtd running: tools/setup-host.sh):
     python benchmarks/parallel_boots.py [--guests 20] [--rounds 3]
-        [--modes inactive,hooks,agent]
+        [--modes inactive,hooks,agent] [--coalesce-delay S]
 
 Each round boots N tiny guests (64 MiB, 1 vCPU, no disk) at once, one
 thread each, through a stand-in for ComputeManager whose
@@ -18,12 +18,14 @@ thread each, through a stand-in for ComputeManager whose
 * ``inactive``: the same method, unhooked, nothing running.
 
 Modes take turns within each round, in a rotating order, so all see the
-same machine state.
+same machine state. ``--coalesce-delay`` sets ``[nova_pinning]
+coalesce_delay`` for the active modes (default: the option's default).
 
 Reported per mode (median over rounds): wall time of the burst (first
 create started to last create returned), and, when active: passes run
-during and after the burst, and the longest time from a guest's create
-returning to its vCPU pinned as planned (CPU 1: CPU 0 is reserved, so a
+during and after the burst, the libvirt calls they made (reads and
+writes, as ``virt.Host.calls`` counts them), and the longest time from a
+guest's create returning to its vCPU pinned as planned (CPU 1: CPU 0 is reserved, so a
 pinned vCPU differs from an unpinned one). When a guest was pinned is
 taken from libvirt's tunable event for that pin, received by this
 script's own connection while the burst runs (an earlier version polled
@@ -79,11 +81,16 @@ class Manager:
         return dom
 
 
+COALESCE_DELAY = None  # --coalesce-delay; None: the option's default
+
+
 def conf_for(tmp):
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     register_nova_options(conf, initial_cpu_allocation_ratio=32.0)
     conf([], default_config_files=[])
+    if COALESCE_DELAY is not None:
+        conf.set_override('coalesce_delay', COALESCE_DELAY, 'nova_pinning')
     for key, value in (('reserved_cpus', '0'), ('lock_path', tmp),
                        ('overcommit_file', tmp + '/oc.json'),
                        ('periodic_interval', 0)):
@@ -91,9 +98,10 @@ def conf_for(tmp):
     return conf
 
 
-def cleanup(conn):
+def cleanup(conn, prefix=PREFIX):
+    """Destroy the benchmark's guests (named ``prefix``...)."""
     for dom in conn.listAllDomains():
-        if dom.name().startswith(PREFIX):
+        if dom.name().startswith(prefix):
             try:
                 dom.destroy()
             except libvirt.libvirtError:
@@ -131,6 +139,7 @@ def burst(conn, n, mode, tmp, rnd):
     if active:
         a.coalescer.request('settle', wait=True, timeout=60)
         passes_before = a.coalescer.passes
+        calls_before = dict(a.reconciler.host().calls)
     names = ['%s%s-%d' % (PREFIX, rnd, i) for i in range(n)]
     threads = [threading.Thread(
         target=cls()._do_build_and_run_instance, args=(None, name))
@@ -162,6 +171,9 @@ def burst(conn, n, mode, tmp, rnd):
             if pinned_at else None
         a.coalescer.request('final', wait=True, timeout=60)
         result['passes'] = a.coalescer.passes - passes_before
+        calls = a.reconciler.host().calls
+        for kind in ('read', 'write'):
+            result[kind] = calls[kind] - calls_before.get(kind, 0)
         if mode == 'hooks':
             agent.deactivate()
             hookpoints.uninstall(cls, 'bind_numa_affinity')
@@ -177,7 +189,10 @@ def main():
     ap.add_argument('--guests', type=int, default=20)
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--modes', default='inactive,hooks,agent')
+    ap.add_argument('--coalesce-delay', type=float, default=None)
     args = ap.parse_args()
+    global COALESCE_DELAY
+    COALESCE_DELAY = args.coalesce_delay
     modes = args.modes.split(',')
     # Our own connection gets the tunable events: the time each guest
     # was pinned is known without polling libvirtd during the burst.
@@ -197,19 +212,22 @@ def main():
         finally:
             cleanup(conn)
     print('| mode | guests | rounds | burst wall time (s, median) | '
-          'passes (median) | longest create->pinned (s) | '
+          'passes (median) | libvirt reads, writes (median) | '
+          'longest create->pinned (s) | '
           'pinned after burst end (s) | every guest pinned |')
-    print('|---|---|---|---|---|---|---|---|')
+    print('|---|---|---|---|---|---|---|---|---|')
     for mode in modes:
         rs = runs[mode]
         wall = statistics.median(r['wall'] for r in rs)
         if mode == 'inactive':
-            print('| %s | %d | %d | %.2f | - | - | - | - |'
+            print('| %s | %d | %d | %.2f | - | - | - | - | - |'
                   % (mode, args.guests, args.rounds, wall))
             continue
-        print('| %s | %d | %d | %.2f | %s | %.2f | %.2f | %s |' % (
+        print('| %s | %d | %d | %.2f | %s | %s, %s | %.2f | %.2f | %s |' % (
             mode, args.guests, args.rounds, wall,
             statistics.median(r['passes'] for r in rs),
+            statistics.median(r['read'] for r in rs),
+            statistics.median(r['write'] for r in rs),
             max(r['latency'] for r in rs),
             max(r['after_burst'] for r in rs),
             all(r['all_pinned'] for r in rs)))

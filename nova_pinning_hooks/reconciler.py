@@ -28,12 +28,15 @@ Invariants:
   changes; otherwise it parses only the domains whose XML changed
   (``snapshot.Loader``), plans again only what they can affect and
   compares only those guests' pins (``replan.Planner``: the same plan
-  as the whole host's; after a dry run, or a pass that failed before
-  every guest with a change was written or skipped, the next plan is
-  the whole host's). The domains a pass wrote to or skipped are
-  marked in the model, so the next pass reads them back; every
-  ``resync_interval`` seconds a pass reads everything (what no event
-  tells: a cgroup changed behind libvirt's back);
+  as the whole host's; after a dry run, or a pass that left a guest with
+  a change unmarked, the next plan is the whole host's). The domains a
+  pass wrote to (or tried to) are marked in the model, so the next pass
+  reads them back; a domain the adapter left alone because a job of
+  libvirt's holds it (``virt.Host.apply``: starting up...) is not, and
+  the pass is not complete, so the next one plans the whole host again
+  and writes it once it is free; every ``resync_interval`` seconds a
+  pass reads everything (what no event tells: a cgroup changed behind
+  libvirt's back);
 * ``Coalescer.request`` returns at once (unless asked to wait): a burst of
   requests arriving while a pass runs is served by exactly one more pass,
   which starts after the last of them.
@@ -280,12 +283,18 @@ class Reconciler:
                     result.error = 'libvirt: %s' % errors[0]
                     result.error_kind = 'failed'
                 if self.model is not None:
-                    # Their XML changed: read it back next pass.
+                    # Their XML changed: read it back next pass. A domain
+                    # libvirt held (starting up...) was not written to:
+                    # the event of its job's end marks it, and it may
+                    # read as it did, so it is left out of ``marked``:
+                    # the next plan is the whole host's and compares it.
+                    held = getattr(outcome, 'held', ())
                     for change in result.applied + [
                             c for c, _ in result.skipped
                             if hasattr(c, 'uuid')]:
-                        self.model.written(change.uuid)
-                        marked.add(change.uuid)
+                        if change.uuid not in held:
+                            self.model.written(change.uuid)
+                            marked.add(change.uuid)
             self._last = None
             if self._plan_key is not None and not result.dry_run:
                 if result.complete:

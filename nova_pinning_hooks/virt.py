@@ -8,12 +8,24 @@
 Invariants:
 
 * Reads: one capabilities call per connection (cached), one listing of
-  the active domains and one ``XMLDesc`` per domain per pass. The memory
-  placement of a guest comes from its qemu process's memory cgroup
-  (``memplace``; ``numa_maps`` only as the fallback), not from libvirt.
+  the active domains and one ``XMLDesc`` per domain per pass; a pass
+  that writes also reads the state of the paused domains (see below).
+  The memory placement of a guest comes from its qemu process's memory
+  cgroup (``memplace``; ``numa_maps`` only as the fallback), not from
+  libvirt.
 * Writes: one call per change, with ``VIR_DOMAIN_AFFECT_LIVE`` only; the
   persistent definition is never touched, so nova's own view of the
-  domain stays what nova wrote.
+  domain stays what nova wrote. The domain objects of the pass's listing
+  are written to (no lookup per guest) while its connection stays open.
+* A write never waits for another job of libvirt's: a domain paused by
+  libvirt for one of its long jobs (starting up, which lasts until its
+  ``createXML`` returns; migrating, being saved, dumped, snapshotted) is
+  skipped with its reason and written by a later pass (its event, or the
+  hook of the operation, asks for one). A pass with writes reads the
+  state and reason of every paused domain in one call
+  (``virConnectGetAllDomainStats``, state only: no job taken), so a
+  domain paused by a client (nova starts guests paused) is still
+  written.
 * Faults are normal: a domain that vanished or stopped is skipped, a busy
   one retried a bounded number of times, a lost connection reopened once.
   Every skip is logged with the guest's name; ``apply`` never raises for
@@ -68,6 +80,17 @@ LOG = logging.getLogger(__name__)
 RUN_DIR = '/run/libvirt/qemu'
 GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
 BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
+# Why libvirt pauses a domain while one of its asynchronous jobs holds it
+# (qemu's start, migration, save, dump, snapshot): a pin call, which needs
+# a job of its own, would wait for that one to end (up to libvirt's 30 s,
+# then fail as busy). A domain paused for another reason (by a client,
+# after an I/O error) has no job and is written at once.
+HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
+        for name, text in (('STARTING_UP', 'starting up'),
+                           ('MIGRATION', 'migrating'),
+                           ('SAVE', 'being saved'), ('DUMP', 'being dumped'),
+                           ('SNAPSHOT', 'in a snapshot'))
+        if hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
 
 
 _now = time.monotonic  # the clock of samples; tests replace it
@@ -116,6 +139,7 @@ class ApplyResult(typing.NamedTuple):
     applied: list  # PinChange
     skipped: list  # (PinChange or guest name, reason)
     error: list  # [] or [one message]: the writes stopped early
+    held: object = frozenset()  # uuids not written: a job of libvirt's
 
 
 def connect(uri, conf=None):
@@ -181,6 +205,9 @@ class Host:
         self._ncpus = None
         self._worker = None
         self._model = None  # model.HostModel this Host keeps current
+        # (connection, {uuid: domain}) of the last listing: apply writes
+        # to these objects while that connection is the one open.
+        self._listed = (None, {})
         self._on_change = None
         self._callbacks = []  # event callback ids on self._conn
         self.deadline = None  # time.monotonic() by which a pass must end
@@ -260,6 +287,7 @@ class Host:
 
     def _drop(self):
         conn, self._conn = self._conn, None
+        self._listed = (None, {})
         callbacks, self._callbacks = self._callbacks, []
 
         def close():
@@ -317,6 +345,7 @@ class Host:
     def _abandon(self):
         """Leave a hung connection to its worker: closed there, later."""
         conn, self._conn = self._conn, None
+        self._listed = (None, {})
         self._callbacks = []
         if self._model is not None:
             self._model.invalidate('libvirt call timed out')
@@ -366,6 +395,7 @@ class Host:
             listing = [(d.UUIDString(), d.ID(), d.name()) for d in doms]
             by_uuid = {entry[0]: (dom, entry)
                        for dom, entry in zip(doms, listing)}
+            self._listed = (conn, {u: d for u, (d, _) in by_uuid.items()})
             for uuid in model.to_fetch(listing, everything, marked):
                 dom, (_, dom_id, name) = by_uuid[uuid]
                 xml = self._live_xml(dom, name)
@@ -398,6 +428,7 @@ class Host:
         caps = self.capabilities()
         doms = self._call('read', 'listAllDomains', conn.listAllDomains,
                           libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        self._listed = (conn, {d.UUIDString(): d for d in doms})
         domains = []
         for dom in doms:
             name = dom.name()  # local: no call to the daemon
@@ -476,26 +507,38 @@ class Host:
     def apply(self, changes):
         """Write ``changes`` (``plan.PinChange``); never raises for a
         libvirt fault: what could not be written is in ``skipped``."""
-        result = ApplyResult([], [], [])
+        result = ApplyResult([], [], [], set())
         by_guest = collections.OrderedDict()
         for change in changes:
             if change.kind == 'numa' and not self.set_home_node:
                 continue
             by_guest.setdefault(change.uuid, []).append(change)
         pending = list(by_guest.items())
+        if not pending:
+            return result
+        try:
+            held = self._with_reconnect(lambda: self._held(by_guest))
+        except LibvirtTimeout as exc:
+            self._stop_writes(result, pending, exc)
+            return result
+        except libvirt.libvirtError as exc:
+            LOG.warning('paused guests not listed (%s); a write may wait '
+                        'for a job of libvirt', exc)
+            held = {}
         for n, (uuid, group) in enumerate(pending):
+            if uuid in held:
+                # Its event (or the operation's hook) asks for the pass
+                # that writes it.
+                result.held.add(uuid)
+                self._skip(result, group, group[0].name,
+                           'guest %s: written once libvirt\'s job on it '
+                           'ends' % held[uuid], log=LOG.debug)
+                continue
             try:
                 self._with_reconnect(
                     lambda u=uuid, g=group: self._apply_guest(u, g, result))
             except LibvirtTimeout as exc:
-                # No more writes this pass: what is left is skipped.
-                done = set(map(id, result.applied))
-                for _, rest in pending[n:]:
-                    result.skipped.extend((c, 'not written: %s' % exc)
-                                          for c in rest
-                                          if id(c) not in done)
-                result.error.append(str(exc))
-                LOG.error('pin writes stopped: %s', exc)
+                self._stop_writes(result, pending[n:], exc)
                 break
             except libvirt.libvirtError as exc:
                 done = set(map(id, result.applied))
@@ -506,13 +549,50 @@ class Host:
                             group[0].name, exc)
         return result
 
+    def _stop_writes(self, result, pending, exc):
+        """No more writes this pass: what is left is skipped."""
+        done = set(map(id, result.applied))
+        for _, rest in pending:
+            result.skipped.extend((c, 'not written: %s' % exc)
+                                  for c in rest if id(c) not in done)
+        result.error.append(str(exc))
+        LOG.error('pin writes stopped: %s', exc)
+
+    def _held(self, uuids):
+        """{uuid: why} of the domains among ``uuids`` that libvirt holds
+        paused for one of its long jobs (``HELD``): the state of every
+        paused domain, in one call."""
+        records = self._call(
+            'read', 'getAllDomainStats',
+            self._connection().getAllDomainStats,
+            libvirt.VIR_DOMAIN_STATS_STATE,
+            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED)
+        held = {}
+        for dom, stats in records:
+            uuid = dom.UUIDString()  # local: no call to the daemon
+            reason = stats.get('state.reason')
+            if uuid in uuids and reason in HELD and \
+                    stats.get('state.state') == libvirt.VIR_DOMAIN_PAUSED:
+                held[uuid] = HELD[reason]
+        return held
+
+    def _domain(self, uuid):
+        """The domain object to write to: the listing's, while its
+        connection is the open one; else looked up."""
+        conn = self._connection()
+        listed_conn, listed = self._listed
+        dom = listed.get(uuid) if listed_conn is conn else None
+        if dom is None:
+            dom = self._call('read', 'lookupByUUIDString',
+                             conn.lookupByUUIDString, uuid)
+        return dom
+
     def _apply_guest(self, uuid, changes, result):
         name = changes[0].name
         done = {id(c) for c in result.applied}
         todo = [c for c in changes if id(c) not in done]
         try:
-            dom = self._call('read', 'lookupByUUIDString',
-                             self._connection().lookupByUUIDString, uuid)
+            dom = self._domain(uuid)
         except libvirt.libvirtError as exc:
             if _code(exc) in GONE:
                 self._skip(result, todo, name, 'guest went away')
@@ -533,9 +613,9 @@ class Host:
                 raise
             result.applied.append(change)
 
-    def _skip(self, result, changes, name, why):
-        LOG.info('guest %s: %d pin change(s) skipped: %s', name,
-                 len(changes), why)
+    def _skip(self, result, changes, name, why, log=LOG.info):
+        log('guest %s: %d pin change(s) skipped: %s', name, len(changes),
+            why)
         result.skipped.extend((c, why) for c in changes)
 
     def _write(self, dom, change):

@@ -6,7 +6,8 @@ calls: a host (capabilities XML for any topology) holds domains whose
 vCPU, emulator and I/O thread pins change when the pin calls are made and
 show in ``XMLDesc``, ``vcpuPinInfo`` and ``emulatorPinInfo``. Every call is
 counted per method; faults can be injected (a domain vanishing between the
-listing and the pin, a busy domain, a connection closing). Use it through
+listing and the pin, a busy domain, a domain still in its start job, a
+connection closing). Use it through
 ``tests.fixtures.FakeLibvirtFixture``, which patches it in at one place.
 """
 
@@ -24,9 +25,18 @@ VIR_CONNECT_LIST_DOMAINS_INACTIVE = 2
 VIR_DOMAIN_NUMA_NODESET = 'numa_nodeset'
 VIR_DOMAIN_NUMA_MODE = 'numa_mode'
 VIR_DOMAIN_RUNNING = 1
+VIR_DOMAIN_RUNNING_BOOTED = 1
+VIR_DOMAIN_PAUSED = 3
+VIR_DOMAIN_PAUSED_USER = 1
+VIR_DOMAIN_PAUSED_MIGRATION = 2
+VIR_DOMAIN_PAUSED_SAVE = 3
+VIR_DOMAIN_PAUSED_DUMP = 4
+VIR_DOMAIN_PAUSED_SNAPSHOT = 9
+VIR_DOMAIN_PAUSED_STARTING_UP = 11
 VIR_DOMAIN_STATS_STATE = 1
 VIR_DOMAIN_STATS_VCPU = 8
 VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE = 1
+VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED = 32
 VIR_DOMAIN_SHUTOFF = 5
 
 VIR_ERR_INTERNAL_ERROR = 1
@@ -103,7 +113,10 @@ class FakeHost:
         self.auto_events = True
 
     def add_domain(self, name, vcpus, uuid=None, xml=None, active=True,
-                   memory_by_node_kib=None):
+                   memory_by_node_kib=None, starting=False):
+        """A domain; ``starting``: still in its start job (listed as
+        active, paused for "starting up", pin calls wait for the job) until
+        its ``finish_start``."""
         if uuid is None and xml is not None:
             uuid = re.search(r'<uuid>([^<]+)</uuid>', xml).group(1)
         uuid = uuid or '00000000-0000-4000-8000-%012d' % (
@@ -115,7 +128,12 @@ class FakeHost:
         dom = FakeDomain(self, name, uuid, vcpus, xml, active,
                          memory_by_node_kib or {'0': 65536})
         self.domains[uuid] = dom
-        self.emit(dom, 'LIFECYCLE', 0, 0)  # started
+        if starting:
+            dom.state_reason = (VIR_DOMAIN_PAUSED,
+                                VIR_DOMAIN_PAUSED_STARTING_UP)
+            dom.job = threading.Event()
+        else:
+            self.emit(dom, 'LIFECYCLE', 0, 0)  # started
         return dom
 
     def emit(self, dom, event, *args):
@@ -188,6 +206,11 @@ class FakeDomain:
         self.vcpu_time = collections.Counter()
         self.vcpu_delay = collections.Counter()
         self.report_delay = True
+        # (state, reason), as getAllDomainStats's state.* report them.
+        self.state_reason = (VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED)
+        # A job of libvirt's holding the domain (its start, a migration):
+        # calls that need a job of their own (pins) wait until it is set.
+        self.job = None
         self.id = host.next_id
         host.next_id += 1
         for vcpu, cpus in re.findall(
@@ -220,6 +243,15 @@ class FakeDomain:
             raise libvirtError('Requested operation is not valid: domain '
                                'is not running', VIR_ERR_OPERATION_INVALID)
 
+    def finish_start(self):
+        """The start job ends: running, pins no longer wait, and the
+        started event goes out (as libvirt's createXML does)."""
+        self.state_reason = (VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED)
+        job, self.job = self.job, None
+        if job is not None:
+            job.set()
+        self._host.emit(self, 'LIFECYCLE', 0, 0)  # started
+
     def isActive(self):  # noqa: N802
         self._call('isActive')
         return int(self.active)
@@ -243,6 +275,9 @@ class FakeDomain:
 
     def _pin_faults(self, method):
         self._live(method)
+        job = self.job
+        if job is not None:
+            job.wait()  # libvirt's domain job: the pin waits its turn
         if self._name in self._host.vanish_on_pin:
             self._host.vanish_on_pin.discard(self._name)
             self.destroy()
@@ -306,6 +341,8 @@ class FakeDomain:
     def destroy(self):
         self._host.domains.pop(self._uuid, None)
         self.active = False
+        if self.job is not None:
+            self.job.set()  # a waiting pin then finds the domain gone
         self._host.emit(self, 'LIFECYCLE', 5, 0)  # stopped
         return 0
 
@@ -372,22 +409,30 @@ class FakeConnection:
 
     def getAllDomainStats(self, stats=0, flags=0):  # noqa: N802
         self._call('getAllDomainStats')
-        if not stats & VIR_DOMAIN_STATS_VCPU:
-            raise libvirtError('test expects VIR_DOMAIN_STATS_VCPU',
+        if not stats & (VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_STATE):
+            raise libvirtError('test expects the state or vCPU stats',
                                VIR_ERR_INVALID_ARG)
         records = []
         for dom in self._host.domains.values():
             if flags & VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE and \
                     not dom.active:
                 continue
-            record = {'state.state': VIR_DOMAIN_RUNNING,
-                      'vcpu.current': dom.vcpus, 'vcpu.maximum': dom.vcpus}
+            if flags & VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED and \
+                    (not dom.active or
+                     dom.state_reason[0] != VIR_DOMAIN_PAUSED):
+                continue
+            record = {'state.state': dom.state_reason[0],
+                      'state.reason': dom.state_reason[1]}
+            records.append((dom, record))
+            if not stats & VIR_DOMAIN_STATS_VCPU:
+                continue
+            record.update({'vcpu.current': dom.vcpus,
+                           'vcpu.maximum': dom.vcpus})
             for v in range(dom.vcpus):
                 record['vcpu.%d.state' % v] = 1
                 record['vcpu.%d.time' % v] = dom.vcpu_time[v]
                 if dom.report_delay:
                     record['vcpu.%d.delay' % v] = dom.vcpu_delay[v]
-            records.append((dom, record))
         return records
 
     def lookupByUUIDString(self, uuid):  # noqa: N802

@@ -282,6 +282,34 @@ class TestEvents(IncrementalTestCase):
         a.pinVcpuFlags(0, BY_HAND, 1)  # by hand: an event
         self.assertOnePassRepairs(a, pins)
 
+    def test_a_guest_still_starting_holds_up_no_one(self):
+        # In a burst of boots libvirt lists each new domain while its
+        # start job still holds it (until its createXML returns): a pin
+        # written then waits for that job, and the pass with it. The
+        # pass pins the others and leaves it, unread again, to the pass
+        # its started event asks for.
+        self.host.call_timeout = 1.0
+        s = self.fake.add_domain('s', 2, xml=hosts.domain_xml('s', 2),
+                                 memory_by_node_kib={'0': 65536},
+                                 starting=True)
+        self.addCleanup(lambda: s.job and s.job.set())
+        g = self.boot('g', 2)
+        result = self.rec.run_pass()
+        self.assertIsNone(result.error)
+        self.assertEqual({'g'}, {c.name for c in result.applied})
+        self.assertEqual({'s'}, {c.name for c, _ in result.skipped})
+        self.assertEqual(({}, 2), (s.vcpu_pins, len(g.vcpu_pins)))
+        before = self.calls()
+        self.rec.run_pass()  # reads g back; s is still starting
+        self.assertEqual(1, self.delta(before)['XMLDesc'])
+        self.assertEqual({}, s.vcpu_pins)
+        s.finish_start()
+        self.assertIn('LIFECYCLE event of s', self.requests)
+        result = self.rec.run_pass()
+        self.assertEqual(({'s'}, []), ({c.name for c in result.applied},
+                                       result.skipped))
+        self.assertEqual(2, len(s.vcpu_pins))
+
     def test_a_daemon_restart_reads_everything_again(self):
         for i in range(5):
             self.boot('g%d' % i, 1)

@@ -155,6 +155,54 @@ class TestApply(AdapterTestCase):
         self.assertEqual({0: (1,), 1: (2,)}, g.vcpu_pins)
         self.assertEqual(2, self.fake.calls['open'])
 
+    def test_domains_of_the_listing_are_written_without_a_lookup(self):
+        g, h = self.fake.add_domain('g', 1), self.fake.add_domain('h', 1)
+        self.adapter.read_snapshot()
+        result = self.adapter.apply([change(g, 'vcpu', '1', 0),
+                                     change(h, 'vcpu', '2', 0)])
+        self.assertEqual(2, len(result.applied))
+        self.assertEqual(0, self.fake.calls['lookupByUUIDString'])
+        # A connection opened since: its own domain objects are looked up.
+        fakelibvirt.drop_connections(self.fake)
+        result = self.adapter.apply([change(g, 'vcpu', '3', 0)])
+        self.assertEqual(1, len(result.applied), result.skipped)
+        self.assertEqual(1, self.fake.calls['lookupByUUIDString'])
+
+    def test_a_guest_still_starting_is_left_for_later_not_waited_for(self):
+        # libvirt lists a domain as active as soon as its qemu runs, while
+        # its start job still holds it (seconds, in a burst of boots); a
+        # pin call would wait for that job. Nothing waits: the others are
+        # written, the starting one is skipped until it has started.
+        self.adapter.call_timeout = 1.0
+        s = self.fake.add_domain('s', 1, starting=True)
+        self.addCleanup(lambda: s.job and s.job.set())
+        g = self.fake.add_domain('g', 1)
+        result = self.adapter.apply([change(s, 'vcpu', '1', 0),
+                                     change(s, 'emulator', '1'),
+                                     change(g, 'vcpu', '2', 0)])
+        self.assertEqual([], result.error)
+        self.assertEqual(['g'], [c.name for c in result.applied])
+        self.assertEqual(2, len(result.skipped))
+        self.assertIn('starting up', result.skipped[0][1])
+        self.assertEqual(1, self.fake.calls['pinVcpuFlags'])  # g's only
+        s.finish_start()
+        result = self.adapter.apply([change(s, 'vcpu', '1', 0)])
+        self.assertEqual(['s'], [c.name for c in result.applied])
+        self.assertEqual({0: (1,)}, s.vcpu_pins)
+
+    def test_a_guest_paused_by_a_client_is_written(self):
+        # nova starts a guest paused and resumes it once its network is
+        # plugged: no job holds it meanwhile, so it is pinned before it
+        # runs. One call reads the state of every paused domain.
+        g = self.fake.add_domain('g', 1)
+        p = self.fake.add_domain('p', 1)
+        p.state_reason = (fakelibvirt.VIR_DOMAIN_PAUSED,
+                          fakelibvirt.VIR_DOMAIN_PAUSED_USER)
+        result = self.adapter.apply([change(g, 'vcpu', '1', 0),
+                                     change(p, 'vcpu', '2', 0)])
+        self.assertEqual(['g', 'p'], [c.name for c in result.applied])
+        self.assertEqual(1, self.fake.calls['getAllDomainStats'])
+
     def test_cpumap_covers_the_host(self):
         g = self.fake.add_domain('g', 1)
         self.adapter.apply([change(g, 'vcpu', '3', 0)])

@@ -522,8 +522,8 @@ class Host:
             self._stop_writes(result, pending, exc)
             return result
         except libvirt.libvirtError as exc:
-            LOG.warning('paused guests not listed (%s); a write may wait '
-                        'for a job of libvirt', exc)
+            LOG.warning('state of the paused guests not read (%s); a '
+                        'write may wait for a job of libvirt\'s', exc)
             held = {}
         for n, (uuid, group) in enumerate(pending):
             if uuid in held:

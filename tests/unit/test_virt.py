@@ -203,6 +203,18 @@ class TestApply(AdapterTestCase):
         self.assertEqual(['g', 'p'], [c.name for c in result.applied])
         self.assertEqual(1, self.fake.calls['getAllDomainStats'])
 
+    def test_states_unread_the_writes_are_made_all_the_same(self):
+        g = self.fake.add_domain('g', 1)
+
+        def refused(conn, stats=0, flags=0):
+            raise fakelibvirt.libvirtError('unsupported flags',
+                                           fakelibvirt.VIR_ERR_INVALID_ARG)
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.fakelibvirt.FakeConnection.getAllDomainStats', refused))
+        result = self.adapter.apply([change(g, 'vcpu', '1', 0)])
+        self.assertEqual((['g'], [], []), ([c.name for c in result.applied],
+                                           result.skipped, result.error))
+
     def test_cpumap_covers_the_host(self):
         g = self.fake.add_domain('g', 1)
         self.adapter.apply([change(g, 'vcpu', '3', 0)])

@@ -196,12 +196,8 @@ def read_file(path, limit, what='file', private=False):
             raise _error(path, '%s is larger than %d bytes' % (what, limit),
                          errno.EFBIG)
         chunks, size = [], 0
-        # The size fstat gave, and one byte more to see the end, in one
-        # read; more only if the file grew meanwhile (then in pieces).
-        step = min(st.st_size + 1, limit + 1)
         while True:
-            chunk = os.read(fd, min(step, limit + 1 - size))
-            step = 65536
+            chunk = os.read(fd, min(65536, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)

@@ -13,6 +13,12 @@ Invariants:
   (cgroup v1: the ``memory`` controller's line; v2: the ``0::`` line),
   under ``/sys/fs/cgroup/memory`` (v1) or ``/sys/fs/cgroup`` (v2); a
   path with ``..`` is refused;
+* on v2, libvirt puts qemu's threads in *threaded* cgroups
+  (``.../libvirt/emulator``, ``.../libvirt/vcpuN``), which have no
+  memory controller: the guest's memory is charged to their threaded
+  domain (``.../libvirt``, type ``domain threaded``), so the walk goes
+  up through ``threaded`` cgroups only, to that domain and no further
+  (a cgroup above it would count other guests too);
 * what is counted is anonymous memory (guest RAM), as from
   ``numa_maps``: v1's ``anon=`` line (pages), v2's ``anon`` line (bytes);
 * files are read as regular files of bounded size (``safefs``); any
@@ -53,10 +59,28 @@ def cgroup_dir(pid, proc='/proc', root=CGROUP_ROOT):
             return os.path.join(root, 'memory', path.lstrip('/')), 'v1'
         if hid == '0' and controllers == '':
             v2 = os.path.join(root, path.lstrip('/'))
+    if v2 is not None:
+        v2 = _threaded_domain(v2, root)
     if v2 is not None and os.path.exists(os.path.join(v2,
                                                       'memory.numa_stat')):
         return v2, 'v2'
     return None, None
+
+
+def _threaded_domain(directory, root):
+    """The cgroup that holds the memory of ``directory``: itself, or for
+    a threaded cgroup the threaded domain above it; None if unknown."""
+    while True:
+        try:
+            kind = _read(os.path.join(directory, 'cgroup.type')).strip()
+        except OSError:
+            return directory  # no such file: the root, or not v2
+        if kind != 'threaded':
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory or len(parent) < len(root.rstrip('/')):
+            return None
+        directory = parent
 
 
 def parse_numa_stat(text, layout, page_size=None):

@@ -46,6 +46,9 @@ def _add_parsers(subparsers):
 def status_text(st):
     """The status dict as lines for people."""
     lines = ['state: %s' % st.get('state')]
+    if st.get('earlier_boot'):
+        lines[0] += (' (applied before the last reboot, which undid it; '
+                     '"undo" removes its state file)')
     for key in ('why', 'error', 'backend_error'):
         if st.get(key):
             lines.append('%s: %s' % (key.replace('_', ' '), st[key]))
@@ -93,6 +96,9 @@ def _undo(conf):
     result = restore.undo(conf)
     if result.mode is None and not result.failures:
         return 'nothing to undo\n'
+    if result.earlier_boot:
+        return ('nothing to undo: isolation was applied before the last '
+                'reboot, which undid it (its state file is removed)\n')
     text = '%s: %d restored, %d others released\n' % (
         result.mode, result.restored, result.others)
     if result.failures:

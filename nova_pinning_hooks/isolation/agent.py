@@ -119,12 +119,17 @@ class Isolator:
         s = self.settings
         st = state.load(s.state_file)
         fresh = self.backend.record()
+        if st is not None and state.from_earlier_boot(st, self.proc):
+            LOG.info('isolation: %s was written before the last reboot, '
+                     'which undid it; starting afresh', s.state_file)
+            st = None
         if st is None:
             st = {'version': state.VERSION, 'mode': s.mode, 'moved': {}}
         else:
             _same_setup(st, s)
         _fill(st.setdefault(s.mode, {}), fresh)
         st['cpus'] = cpuset.format(s.cpus)
+        st['boot_id'] = state.boot_id(self.proc)
         state.save(s.state_file, st)  # before the first change
         self.state = st
         self.backend.ensure()

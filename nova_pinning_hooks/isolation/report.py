@@ -3,7 +3,9 @@
 Read-only and never raises: ``nova-pinning status`` prints it beside the
 binding state. Keys (absent when unknown):
 
-* ``state``: 'applied' (a state file records changes), 'not applied',
+* ``state``: 'applied' (a state file records changes), 'not applied'
+  (with ``earlier_boot`` true when a state file is left from before the
+  last reboot, which undid it),
   'not configured' (the configuration is refused: ``why``), 'unknown'
   (``error``);
 * ``mode``, ``reserved_cpus``: from the configuration;
@@ -31,13 +33,15 @@ from nova_pinning_hooks.isolation import state
 LOG = logging.getLogger(__name__)
 
 
-def _recorded(path):
+def _recorded(path, proc):
     try:
         st = state.load(path)
     except state.StateError as exc:
         return {'state': 'unknown', 'error': str(exc)}
     if st is None:
         return {'state': 'not applied'}
+    if state.from_earlier_boot(st, proc):
+        return {'state': 'not applied', 'earlier_boot': True}
     return {'state': 'applied', 'applied_mode': st['mode'],
             'applied_cpus': st.get('cpus'),
             'recorded_processes': len(st['moved'])}
@@ -54,7 +58,7 @@ def _processes(settings):
 
 
 def _status(conf, paths):
-    result = _recorded(conf.nova_pinning_isolation.state_file)
+    result = _recorded(conf.nova_pinning_isolation.state_file, paths.proc)
     try:
         settings = config.load(conf, paths)
     except config.ConfigError as exc:

@@ -13,7 +13,13 @@ created are removed and groups that existed get their old settings back.
 A process that someone moved elsewhere meanwhile is left there.
 
 systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
-``AllowedMemoryNodes=``) back, normally the empty value.
+``AllowedMemoryNodes=``) back, normally the empty value, after being
+widened to every online CPU (systemd does not write an empty set to the
+kernel); a unit whose ``EffectiveCPUs`` are not then every online CPU
+is a failure.
+
+A state file written before the last reboot describes nothing in force
+(the reboot undid it): it is removed and nothing else is done.
 
 The state file is removed only when everything was restored, checked
 afterwards in the kernel: no recorded process may still be in the
@@ -50,6 +56,7 @@ class UndoResult(typing.NamedTuple):
     restored: int                # processes (or units) put back
     others: int                  # processes found in the group unrecorded
     failures: tuple              # what could not be restored
+    earlier_boot: bool = False   # the state was left by an earlier boot
 
 
 def _systemctl():
@@ -87,9 +94,11 @@ def _undo_v1(record, moved, proc):
     return restored, others, failures
 
 
-def _undo_systemd(record):
+def _undo_systemd(record, paths):
     backend = systemd.Systemd(record.get('slices', []),
-                              systemctl=_systemctl())
+                              systemctl=_systemctl(),
+                              online=(config.online_cpus(paths),
+                                      config.online_nodes(paths)))
     failures = backend.restore(record)
     return len(record.get('previous', {})) - len(failures), 0, failures
 
@@ -105,7 +114,7 @@ def _fallback(conf, paths, why):
             return UndoResult(None, 0, 0, ())  # never applied here
         record = {'slices': list(opts.slices), 'previous': {
             unit: {'AllowedCPUs': ''} for unit in opts.slices}}
-        restored, _, failed = _undo_systemd(record)
+        restored, _, failed = _undo_systemd(record, paths)
         return UndoResult(mode, restored, 0, tuple(failures + failed))
     record = {'cpuset_root': os.path.join(opts.cgroup_root, 'cpuset'),
               'memory_root': os.path.join(opts.cgroup_root, 'memory'),
@@ -132,11 +141,11 @@ def _still_confined(st, proc, configured=None):
     return keep
 
 
-def _restore(st, proc):
+def _restore(st, paths):
     try:
         if st['mode'] == 'v1':
-            return _undo_v1(st['v1'], st['moved'], proc)
-        return _undo_systemd(st['systemd'])
+            return _undo_v1(st['v1'], st['moved'], paths.proc)
+        return _undo_systemd(st['systemd'], paths)
     except Exception as exc:  # one failure to report, the state kept
         LOG.exception('isolation: undo failed')
         return 0, 0, ['undo failed: %s: %s' % (type(exc).__name__, exc)]
@@ -160,7 +169,14 @@ def undo(conf, paths=config.HOST):
             return _fallback(conf, paths, why)
         if st is None:
             return _fallback(conf, paths, None)
-        restored, others, failures = _restore(st, paths.proc)
+        if state.from_earlier_boot(st, paths.proc):
+            # The reboot undid it all; acting on its pids and units now
+            # would move processes that merely reuse those numbers.
+            state.remove(path)
+            LOG.info('isolation: %s was written before the last reboot, '
+                     'which undid it; removed', path)
+            return UndoResult(st['mode'], 0, 0, (), earlier_boot=True)
+        restored, others, failures = _restore(st, paths)
         if st['mode'] == 'v1':
             confined = _still_confined(
                 st, paths.proc, conf.nova_pinning_isolation.group_name)

@@ -4,6 +4,7 @@ it back, even after the agent crashed or the configuration changed.
 Content (JSON, version 1)::
 
     {"version": 1, "mode": "v1" | "systemd", "cpus": "0",
+     "boot_id": "<the kernel's boot id when it was applied>",
      "v1": {"cpuset_root": ..., "memory_root": ..., "group": "name",
             "created": {"cpuset": true, "memory": false},
             "previous": {"cpuset.cpus": ..., "cpuset.mems": ...}},
@@ -28,7 +29,12 @@ Invariants:
   a crash between the two leaves an entry for a change that may not have
   happened; undo checks where each process is before acting on it;
 * one agent at a time: ``Lock`` (flock on ``<state_file>.lock``) is held
-  by ``apply``, ``watch`` and ``undo``.
+  by ``apply``, ``watch`` and ``undo``;
+* nothing the agent changes survives a reboot (runtime unit properties,
+  cgroupfs, processes), but the state file does: a state whose
+  ``boot_id`` is not the running kernel's describes nothing in force
+  (``from_earlier_boot``). States without a boot id (written before it
+  was recorded) are taken as this boot's.
 """
 
 import errno
@@ -40,6 +46,7 @@ from nova_pinning_hooks import safefs
 from nova_pinning_hooks import statefile
 
 VERSION = 1
+BOOT_ID_LIMIT = 64
 
 
 class StateError(Exception):
@@ -123,6 +130,8 @@ def _validate(state, path):
         _validate_systemd(state['systemd'], path)
     _require(state.get('cpus') is None or isinstance(state['cpus'], str),
              path, 'bad "cpus"')
+    _require(state.get('boot_id') is None or
+             isinstance(state['boot_id'], str), path, 'bad "boot_id"')
     moved = state.setdefault('moved', {})
     _require(isinstance(moved, dict), path, '"moved" is not a mapping')
     for pid, info in moved.items():
@@ -136,6 +145,26 @@ def _validate(state, path):
             if info.get(key) is not None:
                 _check_path(info[key], '%s: pid %s' % (path, pid))
     return state
+
+
+def boot_id(proc='/proc'):
+    """The running kernel's boot id, or None if it cannot be read."""
+    try:
+        text = safefs.read_file(
+            os.path.join(proc, 'sys', 'kernel', 'random', 'boot_id'),
+            BOOT_ID_LIMIT, 'boot id')
+    except OSError:
+        return None
+    return text.decode('ascii', 'replace').strip() or None
+
+
+def from_earlier_boot(st, proc='/proc'):
+    """True if ``st`` was written before the last reboot."""
+    recorded = st.get('boot_id')
+    if not recorded:
+        return False
+    current = boot_id(proc)
+    return current is not None and current != recorded
 
 
 def load(path):

@@ -11,6 +11,14 @@ units' current values (stored before the first change), ``ensure()``
 sets ours (only on units that differ), ``restore(record)`` sets the
 recorded values back (normally empty: ``AllowedCPUs=``), ``status()``.
 
+An empty ``AllowedCPUs=`` does not give a unit its CPUs back: systemd
+(252, Debian 12) then leaves the cgroup's ``cpuset.cpus`` as it was, so
+the unit's processes stayed on the reserved CPUs after an undo that
+reported success (seen on the 2-node VM, tests/vm). ``restore`` widens a
+unit to every online CPU (and memory node) first, then sets the recorded
+value, and checks ``EffectiveCPUs`` afterwards: a unit still confined is
+a failure, never a success.
+
 systemctl always runs with an argument list, never through a shell.
 """
 
@@ -37,11 +45,15 @@ class Systemd:
     name = 'systemd'
     moves_processes = False
 
-    def __init__(self, slices, cpus=None, mems=None, systemctl='systemctl'):
+    def __init__(self, slices, cpus=None, mems=None, systemctl='systemctl',
+                 online=None):
         self.slices = list(slices)
         self.cpus = cpus
         self.mems = mems
         self.systemctl = systemctl
+        # (online CPUs, online memory nodes): what an unconfined unit
+        # gets; needed by restore() only.
+        self.online = online
 
     @classmethod
     def from_settings(cls, s):
@@ -113,11 +125,30 @@ class Systemd:
         failed = []
         for unit, props in sorted(record.get('previous', {}).items()):
             try:
-                self._set(unit, props)
+                self._restore_unit(unit, props)
             except BackendError as exc:
                 LOG.warning('isolation: %s', exc)
                 failed.append(str(exc))
         return failed
+
+    def _restore_unit(self, unit, props):
+        cpus, mems = self.online or (None, None)
+        wide = {}
+        if cpus and not props.get('AllowedCPUs'):
+            wide['AllowedCPUs'] = cpuset.format(cpus)
+        if mems and 'AllowedMemoryNodes' in props and \
+                not props['AllowedMemoryNodes']:
+            wide['AllowedMemoryNodes'] = cpuset.format(mems)
+        if wide:
+            # systemd writes a set to the kernel, never an empty one.
+            self._set(unit, wide)
+        self._set(unit, props)
+        if 'AllowedCPUs' in wide:
+            effective = _canonical(self.show(unit).get('EffectiveCPUs', ''))
+            if effective != wide['AllowedCPUs']:
+                raise BackendError(
+                    '%s: still on CPUs %s after AllowedCPUs= (online: %s)'
+                    % (unit, effective, wide['AllowedCPUs']))
 
     def status(self):
         units = {}

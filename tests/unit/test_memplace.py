@@ -57,6 +57,35 @@ class TestMemplace(testtools.TestCase):
         self.assertEqual({'0': 2048, '1': 1024},
                          memplace.from_cgroup(pid, self.proc, self.root))
 
+    def test_v2_libvirt_threaded_cgroups(self):
+        # What libvirt 9.0 made on the 2-node VM (tests/vm): qemu in a
+        # threaded cgroup with no memory controller; the memory is the
+        # threaded domain's, and nothing above it is read.
+        scope = os.path.join(self.root, 'machine.slice',
+                             r'machine-qemu\x2d1\x2dg1.scope')
+        pid = self.process(['0::/machine.slice/machine-qemu\\x2d1\\x2dg1.scope'
+                            '/libvirt/emulator'])
+        self.write(os.path.join(scope, 'cgroup.type'), 'domain\n')
+        self.write(os.path.join(scope, 'memory.numa_stat'),
+                   'anon N0=1 N1=1\n')
+        self.write(os.path.join(scope, 'libvirt', 'cgroup.type'),
+                   'domain threaded\n')
+        self.write(os.path.join(scope, 'libvirt', 'memory.numa_stat'),
+                   V2_STAT)
+        for child in ('emulator', 'vcpu0'):
+            self.write(os.path.join(scope, 'libvirt', child, 'cgroup.type'),
+                       'threaded\n')
+        self.assertEqual({'0': 2048, '1': 1024},
+                         memplace.from_cgroup(pid, self.proc, self.root))
+
+    def test_v2_threaded_without_a_domain_below_the_root(self):
+        pid = self.process(['0::/t'])
+        self.write(os.path.join(self.root, 't', 'cgroup.type'),
+                   'threaded\n')
+        self.write(os.path.join(self.root, 'cgroup.type'), 'threaded\n')
+        self.write(os.path.join(self.root, 'memory.numa_stat'), V2_STAT)
+        self.assertIsNone(memplace.from_cgroup(pid, self.proc, self.root))
+
     def test_falls_back_to_numa_maps(self):
         walked = []
 

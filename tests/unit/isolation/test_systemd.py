@@ -2,8 +2,11 @@
 
 There is no systemd on the machines these tests run on: the fake keeps
 each unit's properties in a JSON file, applies ``set-property`` to it,
-answers ``show`` from it (EffectiveCPUs is AllowedCPUs, or every CPU
-when that is empty), and records every argument vector it was run with.
+answers ``show`` from it, and records every argument vector it was run
+with. It behaves as systemd 252 did on the 2-node VM (tests/vm): a
+non-empty ``AllowedCPUs=`` is written to the kernel, an empty one is not
+(the cgroup keeps its last set), and ``EffectiveCPUs`` is the kernel's
+set, or every CPU when none was ever written.
 """
 
 import json
@@ -34,13 +37,15 @@ props = units[unit]
 if argv[0] == 'show':
     for name in argv[2:-1:2]:
         if name == 'EffectiveCPUs':
-            print('EffectiveCPUs=' + (props.get('AllowedCPUs') or '0-3'))
+            print('EffectiveCPUs=' + (props.get('_kernel') or '0-3'))
         else:
             print('%s=%s' % (name, props.get(name, '')))
 elif argv[:2] == ['set-property', '--runtime']:
     for kv in argv[3:]:
         key, value = kv.split('=', 1)
         props[key] = value
+        if key == 'AllowedCPUs' and value:
+            props['_kernel'] = value
     # Atomic, like the test's own writes: the test reads and rewrites
     # this file while the agent runs us.
     with open(units_path + '.tmp', 'w') as f:
@@ -138,10 +143,81 @@ class TestSystemd(SystemdTestCase):
                                               result.failures))
         self.assertIn(['set-property', '--runtime', 'system.slice',
                        'AllowedCPUs='], self.calls('set-property'))
-        self.assertEqual({'AllowedCPUs': '0-1'}, self.units()['user.slice'])
+        self.assertEqual('0-1', self.units()['user.slice']['AllowedCPUs'])
         self.assertEqual('', self.units()['init.scope']['AllowedCPUs'])
         self.assertFalse(os.path.exists(self.state_file))
         self.assertFalse(any('machine.slice' in a for a in self.calls()))
+
+    def test_undo_gives_the_kernel_every_cpu_back(self):
+        # systemd leaves the cgroup's cpuset as it was on an empty
+        # AllowedCPUs=: undo must not report success while the host's
+        # processes stay on the reserved CPUs.
+        self.isolator().apply()
+        result = self.undo()
+        self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
+                                              result.failures))
+        st = report.status(self.conf, self.host.paths)
+        self.assertEqual(
+            {u: '0-3' for u in SLICES},
+            {u: st['slices'][u]['EffectiveCPUs'] for u in SLICES})
+        self.assertEqual(0, st['confined'])
+        self.assertEqual(
+            {u: '' for u in SLICES},
+            {u: self.units()[u]['AllowedCPUs'] for u in SLICES})
+
+    def test_undo_that_leaves_a_unit_confined_is_a_failure(self):
+        self.isolator().apply()
+        units = self.units()
+        # A unit systemd will not widen (a parent slice holds it).
+        script = os.path.join(self.host.top, 'bin', 'systemctl')
+        with open(script) as f:
+            text = f.read()
+        with open(script, 'w') as f:
+            f.write(text.replace("props['_kernel'] = value",
+                                 "props['_kernel'] = ('0' if unit == "
+                                 "'user.slice' else value)"))
+        self.set_units(units)
+        result = self.undo()
+        self.assertEqual(1, len(result.failures))
+        self.assertIn('user.slice: still on CPUs 0', result.failures[0])
+        self.assertTrue(os.path.exists(self.state_file))
+
+    def reboot(self, boot_id):
+        path = os.path.join(self.host.paths.proc, 'sys', 'kernel', 'random',
+                            'boot_id')
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as f:
+            f.write(boot_id + '\n')
+        # A reboot takes every runtime property with it.
+        self.set_units({u: {} for u in SLICES + ('machine.slice',)})
+
+    def test_after_a_reboot_status_and_undo_tell_the_truth(self):
+        self.reboot('first-boot')
+        self.isolator().apply()
+        with open(self.state_file) as f:
+            self.assertEqual('first-boot', json.load(f)['boot_id'])
+        self.reboot('second-boot')
+        st = report.status(self.conf, self.host.paths)
+        self.assertEqual(('not applied', True, 0),
+                         (st['state'], st.get('earlier_boot'),
+                          st['confined']))
+        calls = len(self.calls('set-property'))
+        result = self.undo()
+        self.assertEqual((True, ()), (result.earlier_boot, result.failures))
+        self.assertEqual(calls, len(self.calls('set-property')))
+        self.assertFalse(os.path.exists(self.state_file))
+        self.assertEqual('not applied',
+                         report.status(self.conf, self.host.paths)['state'])
+
+    def test_apply_after_a_reboot_starts_afresh(self):
+        self.reboot('first-boot')
+        self.isolator().apply()
+        self.reboot('second-boot')
+        self.isolator().apply()
+        with open(self.state_file) as f:
+            self.assertEqual('second-boot', json.load(f)['boot_id'])
+        self.assertEqual(3, report.status(self.conf,
+                                          self.host.paths)['confined'])
 
     def test_status_reports_effective_cpus(self):
         self.isolator().apply()
@@ -205,7 +281,7 @@ class TestWhereSystemdCannotConfine(SystemdTestCase):
         with open(os.path.join(self.host.top, 'bin', 'systemctl')) as f:
             script = f.read()
         script = script.replace(
-            "(props.get('AllowedCPUs') or '0-3')", "''")
+            "(props.get('_kernel') or '0-3')", "''")
         with open(os.path.join(self.host.top, 'bin', 'systemctl'),
                   'w') as f:
             f.write(script)

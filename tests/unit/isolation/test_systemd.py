@@ -158,11 +158,11 @@ class TestSystemd(SystemdTestCase):
                                               result.failures))
         st = report.status(self.conf, self.host.paths)
         self.assertEqual(
-            {u: '0-3' for u in SLICES},
+            dict.fromkeys(SLICES, '0-3'),
             {u: st['slices'][u]['EffectiveCPUs'] for u in SLICES})
         self.assertEqual(0, st['confined'])
         self.assertEqual(
-            {u: '' for u in SLICES},
+            dict.fromkeys(SLICES, ''),
             {u: self.units()[u]['AllowedCPUs'] for u in SLICES})
 
     def test_undo_that_leaves_a_unit_confined_is_a_failure(self):

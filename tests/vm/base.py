@@ -1,0 +1,157 @@
+"""The VM tests' common ground: one booted 2-node SMT host for the run.
+
+Booting takes 20-70 s under TCG, so every test of a run shares one VM
+(``shared()``), booted on first use with the package installed from this
+checkout, and powered off when the test process exits. Tests leave it as
+they found it: their guests destroyed, isolation undone, their units
+stopped (``VMTestCase`` registers the clean-ups).
+
+Prerequisites are root, qemu-system-x86_64, qemu-img, debootstrap and
+mkfs.ext4 (``tools/setup-host.sh``); without them the tests skip, or fail
+with ``NPH_FUNCTIONAL_REQUIRED=1`` (CI), as the functional tests do.
+"""
+
+import atexit
+import json
+import os
+import shutil
+import time
+
+import testtools
+
+from tests.vm import machine
+
+CONF = '/etc/nova-pinning-hooks/nova-pinning-hooks.conf'
+BASE_CONF = """[nova_pinning]
+reserved_cpus = 0-1
+allocation_ratio = 4.0
+resync_interval = 5
+
+[nova_pinning_isolation]
+sweep_interval = 2
+"""
+PREFIX = 'vmt-'
+PROBE = '/root/nph/tests/vm/probe.py'
+GUEST_XML = """<domain type='qemu'>
+  <name>{name}</name>
+  <memory unit='MiB'>{mib}</memory>
+  <vcpu>{vcpus}</vcpu>
+  <numatune><memory mode='strict' nodeset='{node}'/></numatune>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices>
+</domain>"""
+
+_VM = None
+_BOOT_ERROR = None
+
+
+def _missing():
+    if os.geteuid() != 0:
+        return 'not root'
+    for tool in ('qemu-system-x86_64', 'qemu-img', 'debootstrap',
+                 'mkfs.ext4'):
+        if shutil.which(tool) is None:
+            return '%s is not installed (tools/setup-host.sh)' % tool
+    return None
+
+
+def shared():
+    """The run's VM, booted and with the package installed."""
+    global _VM, _BOOT_ERROR
+    if _BOOT_ERROR is not None:
+        raise machine.VMError('the VM did not boot: %s' % _BOOT_ERROR)
+    if _VM is None:
+        vm = machine.Machine()
+        atexit.register(vm.destroy)
+        try:
+            vm.boot()
+            vm.install_package()
+            vm.run(['mkdir', '-p', os.path.dirname(CONF)])
+            vm.write(CONF, BASE_CONF)
+        except Exception as exc:
+            _BOOT_ERROR = exc
+            raise
+        _VM = vm
+    return _VM
+
+
+class VMTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        missing = _missing()
+        if missing:
+            if os.environ.get('NPH_FUNCTIONAL_REQUIRED') == '1':
+                self.fail('VM test prerequisites missing: %s' % missing)
+            self.skipTest(missing)
+        self.vm = shared()
+        self.destroy_guests()
+        self.addCleanup(self.destroy_guests)
+
+    # -- the VM ---------------------------------------------------------
+
+    def sh(self, cmd, **kw):
+        return self.vm.run(cmd, **kw)
+
+    def np(self, *args, conf=CONF, check=True, timeout=180):
+        return self.vm.run(['nova-pinning', '--config-file', conf] +
+                           list(args), check=check, timeout=timeout)
+
+    def npi(self, *args, conf=CONF, check=True):
+        return self.vm.run(['nova-pinning-isolate', '--config-file', conf] +
+                           list(args), check=check, timeout=180)
+
+    def conf_with(self, path, old, new):
+        """A configuration file: the base one with line ``old`` made
+        ``new``."""
+        self.assertIn(old + '\n', BASE_CONF)
+        self.vm.write(path, BASE_CONF.replace(old + '\n', new + '\n', 1))
+        self.addCleanup(self.vm.run, ['rm', '-f', path])
+        return path
+
+    # -- guests ---------------------------------------------------------
+
+    def create_guest(self, name, vcpus, node, mib=64):
+        name = PREFIX + name
+        path = '/root/%s.xml' % name
+        self.vm.write(path, GUEST_XML.format(name=name, vcpus=vcpus,
+                                             node=node, mib=mib))
+        self.vm.run(['virsh', '-q', '-c', 'qemu:///system', 'create', path],
+                    timeout=180)
+        return name
+
+    def destroy_guests(self):
+        self.vm.run(
+            "for d in $(virsh -q -c qemu:///system list --name); do "
+            "case $d in %s*) virsh -q -c qemu:///system destroy $d;; esac; "
+            "done" % PREFIX, timeout=180)
+
+    def kernel(self, *names):
+        """The kernel's view of each guest (tests/vm/probe.py)."""
+        return json.loads(self.vm.run(['python3', PROBE, 'guests'] +
+                                      list(names)).out)
+
+    def processes(self, *comms):
+        return json.loads(self.vm.run(['python3', PROBE, 'procs'] +
+                                      list(comms)).out)
+
+    def status(self, conf=CONF):
+        return json.loads(self.np('status', '--format', 'json',
+                                  '--interval', '0', conf=conf).out)
+
+    def planned(self, conf=CONF):
+        """{guest name: its entry in status --format json}."""
+        return {g['name']: g for g in self.status(conf)['guests']}
+
+    def wait_for(self, what, probe, timeout=60, interval=0.5):
+        """Poll ``probe()`` until it returns something true; its value.
+        A failure names ``what`` and the last value seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.fail('%s: not within %s s (last: %r)'
+                          % (what, timeout, value))
+            time.sleep(interval)

@@ -1,0 +1,348 @@
+"""A real 2-socket SMT compute host, booted as a qemu VM, for the VM tests.
+
+The image (``tools/vm-image.sh``) is Debian 12 with systemd as pid 1,
+the unified cgroup v2 hierarchy, libvirt and qemu. ``Machine`` boots a
+copy-on-write overlay of it under TCG (no KVM needed) with the shape of
+today's compute hosts, scaled down: 2 sockets = 2 NUMA nodes, each of 2
+cores x 2 threads (CPUs 0-3 on node 0, 4-7 on node 1; SMT siblings 0-1,
+2-3, 4-5, 6-7), 1.5 GiB of memory per node.
+
+Invariants:
+
+- Everything is driven through qemu-guest-agent on a virtio-serial port
+  (``guest-exec`` with captured output), never through the serial
+  console: once serial-getty starts it hangs the tty up, and writes from
+  the guest stop arriving. The console only goes to a file, for reading
+  after a failure.
+- Every wait has a time bound; a command that outlives its bound is an
+  error naming the command, and the VM is killed on ``stop()``.
+- The image itself is never written: each boot has its own overlay, which
+  survives a reboot of the guest (qemu runs without ``-no-reboot``) and
+  is thrown away with the work directory.
+- The package is installed in the VM from this checkout at every boot
+  (``install_package``): a read-only second disk holding the files git
+  tracks, ``pip install`` without network or index.
+"""
+
+import base64
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+IMAGE_TOOL = os.path.join(TOP, 'tools', 'vm-image.sh')
+QEMU = '/usr/bin/qemu-system-x86_64'
+
+# The host's shape: what tests may rely on.
+NODES = {0: frozenset(range(0, 4)), 1: frozenset(range(4, 8))}
+SIBLINGS = [frozenset((c, c + 1)) for c in range(0, 8, 2)]
+CPUS = frozenset(range(8))
+
+
+class VMError(Exception):
+    pass
+
+
+class Result:
+
+    def __init__(self, argv, rc, out, err):
+        self.argv, self.rc, self.out, self.err = argv, rc, out, err
+
+    def __repr__(self):
+        return 'Result(%r, rc=%r, out=%r, err=%r)' % (
+            self.argv, self.rc, self.out[-2000:], self.err[-2000:])
+
+
+def image_dir(timeout=1800):
+    """The image directory, built on first use (``tools/vm-image.sh``)."""
+    proc = subprocess.run([IMAGE_TOOL], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if proc.returncode:
+        raise VMError('tools/vm-image.sh failed: %s' % proc.stderr[-3000:])
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _source_disk(path):
+    """An ext4 image of the files git tracks in this checkout (and the
+    changes in the work tree, as a developer runs the tests)."""
+    tree = tempfile.mkdtemp(prefix='nph-vm-src.')
+    try:
+        files = subprocess.run(
+            ['git', '-C', TOP, 'ls-files', '-z', '--cached', '--others',
+             '--exclude-standard'],
+            capture_output=True, check=True, timeout=60).stdout
+        for name in files.decode().split('\0'):
+            if not name or not os.path.isfile(os.path.join(TOP, name)):
+                continue
+            dest = os.path.join(tree, 'src', name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(os.path.join(TOP, name), dest)
+        with open(path, 'wb') as f:
+            f.truncate(256 << 20)
+        subprocess.run(['mkfs.ext4', '-q', '-L', 'nph-src', '-d', tree,
+                        path], check=True, timeout=120)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+class Agent:
+    """A client of qemu-guest-agent over qemu's UNIX socket chardev."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = None
+        self.buf = b''
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        self.buf = b''
+
+    def _readline(self, deadline):
+        while b'\n' not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError('guest agent: no answer')
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if not ready:
+                continue
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError('guest agent socket closed')
+            self.buf += chunk
+        line, self.buf = self.buf.split(b'\n', 1)
+        return line
+
+    def sync(self, timeout):
+        """Connect if needed and flush anything stale: guest-sync with a
+        fresh id, answers to earlier requests are dropped."""
+        deadline = time.monotonic() + timeout
+        if self.sock is None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(self.path)
+        token = int.from_bytes(os.urandom(4), 'big')
+        # 0xff resets the agent's parser after a half-written request.
+        self.sock.sendall(b'\xff' + json.dumps(
+            {'execute': 'guest-sync', 'arguments': {'id': token}}).encode())
+        while True:
+            line = self._readline(deadline).strip(b'\xff \r')
+            if not line:
+                continue
+            try:
+                if json.loads(line).get('return') == token:
+                    return
+            except ValueError:
+                continue
+
+    def call(self, command, timeout=30, **arguments):
+        self.sync(timeout)
+        request = {'execute': command}
+        if arguments:
+            request['arguments'] = arguments
+        self.sock.sendall(json.dumps(request).encode())
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._readline(deadline).strip()
+            if not line:
+                continue
+            answer = json.loads(line)
+            if 'error' in answer:
+                raise VMError('guest agent: %s: %s' % (
+                    command, answer['error'].get('desc')))
+            if 'return' in answer:
+                return answer['return']
+
+
+class Machine:
+
+    def __init__(self, image=None, workdir=None, smp_per_node=4,
+                 mib_per_node=1536):
+        self.image = image or image_dir()
+        self.workdir = workdir or tempfile.mkdtemp(prefix='nph-vm.')
+        self.smp_per_node = smp_per_node
+        self.mib_per_node = mib_per_node
+        self.qemu = None
+        self.agent = Agent(os.path.join(self.workdir, 'qga.sock'))
+        self.console = os.path.join(self.workdir, 'console.log')
+        self.boot_id = None
+        self.boot_seconds = []
+
+    # -- life cycle ---------------------------------------------------
+
+    def _argv(self):
+        n = self.smp_per_node
+        mib = self.mib_per_node
+        argv = [QEMU, '-nodefaults', '-display', 'none', '-machine', 'q35',
+                '-accel', 'tcg,thread=multi', '-cpu', 'Skylake-Server-v4',
+                '-m', str(2 * mib),
+                '-smp', '%d,sockets=2,cores=%d,threads=2' % (2 * n, n // 2)]
+        for node in (0, 1):
+            argv += ['-object', 'memory-backend-ram,id=m%d,size=%dM'
+                     % (node, mib),
+                     '-numa', 'node,nodeid=%d,cpus=%d-%d,memdev=m%d'
+                     % (node, node * n, node * n + n - 1, node)]
+        argv += ['-kernel', os.path.join(self.image, 'vmlinuz'),
+                 '-initrd', os.path.join(self.image, 'initrd.img'),
+                 '-append', 'root=/dev/vda rw console=ttyS0 mitigations=off '
+                            'systemd.unified_cgroup_hierarchy=1',
+                 '-drive', 'file=%s,if=virtio,format=qcow2'
+                 % os.path.join(self.workdir, 'root.qcow2'),
+                 '-drive', 'file=%s,if=virtio,format=raw,readonly=on'
+                 % os.path.join(self.workdir, 'src.img'),
+                 '-device', 'virtio-serial',
+                 '-chardev', 'socket,id=qga0,server=on,wait=off,path=%s'
+                 % self.agent.path,
+                 '-device', 'virtserialport,chardev=qga0,'
+                            'name=org.qemu.guest_agent.0',
+                 '-serial', 'file:%s' % self.console,
+                 '-net', 'none']
+        return argv
+
+    def boot(self, timeout=600):
+        subprocess.run(['qemu-img', 'create', '-q', '-f', 'qcow2', '-F',
+                        'raw', '-b', os.path.join(self.image, 'disk.img'),
+                        os.path.join(self.workdir, 'root.qcow2')],
+                       check=True, timeout=60)
+        _source_disk(os.path.join(self.workdir, 'src.img'))
+        start = time.monotonic()
+        with open(os.path.join(self.workdir, 'qemu.log'), 'wb') as log:
+            self.qemu = subprocess.Popen(
+                self._argv(), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log)
+        self._wait_up(timeout, previous_boot=None)
+        self.boot_seconds.append(time.monotonic() - start)
+
+    def _wait_up(self, timeout, previous_boot):
+        """Wait until the guest agent answers in a boot other than
+        ``previous_boot`` and systemd has finished starting up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.qemu.poll() is not None:
+                raise VMError('qemu exited with %s: %s' % (
+                    self.qemu.returncode, self.tail()))
+            if time.monotonic() > deadline:
+                raise VMError('the VM did not come up in %d s: %s'
+                              % (timeout, self.tail()))
+            try:
+                boot_id = self.read('/proc/sys/kernel/random/boot_id',
+                                    timeout=20).strip()
+            except (OSError, VMError, ValueError, TimeoutError):
+                self.agent.close()
+                time.sleep(2)
+                continue
+            if boot_id == previous_boot:
+                time.sleep(2)
+                continue
+            self.boot_id = boot_id
+            break
+        left = max(10, deadline - time.monotonic())
+        # is-system-running --wait returns once start-up is over
+        # (running, or degraded when some unit failed: both will do).
+        self.run(['systemctl', 'is-system-running', '--wait'],
+                 timeout=left, check=False)
+
+    def reboot(self, timeout=600):
+        previous = self.boot_id
+        start = time.monotonic()
+        try:
+            self.agent.call('guest-shutdown', mode='reboot', timeout=10)
+        except (TimeoutError, ConnectionError, VMError):
+            pass  # it does not answer a reboot
+        self.agent.close()
+        self._wait_up(timeout, previous_boot=previous)
+        self.boot_seconds.append(time.monotonic() - start)
+
+    def stop(self, timeout=120):
+        if self.qemu is None:
+            return
+        if self.qemu.poll() is None:
+            try:
+                self.agent.call('guest-shutdown', mode='powerdown',
+                                timeout=10)
+            except (OSError, TimeoutError, ConnectionError, VMError):
+                pass
+            try:
+                self.qemu.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.qemu.kill()
+                self.qemu.wait(30)
+        self.agent.close()
+        self.qemu = None
+
+    def destroy(self):
+        self.stop()
+        if os.environ.get('NPH_VM_KEEP'):
+            return
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def tail(self, lines=40):
+        try:
+            with open(self.console, 'rb') as f:
+                text = f.read()[-16384:].decode(errors='replace')
+        except OSError:
+            return ''
+        return '\n'.join(text.splitlines()[-lines:])
+
+    # -- commands -----------------------------------------------------
+
+    def run(self, argv, timeout=120, check=True, input=None, env=None):
+        """Run ``argv`` in the VM (a list, or a string for ``sh -c``);
+        a Result with its exit status and output."""
+        if isinstance(argv, str):
+            argv = ['/bin/sh', '-c', argv]
+        args = {'path': argv[0], 'arg': list(argv[1:]),
+                'capture-output': True}
+        if input is not None:
+            args['input-data'] = base64.b64encode(input.encode()).decode()
+        if env:
+            args['env'] = ['%s=%s' % kv for kv in sorted(env.items())]
+        pid = self.agent.call('guest-exec', **args)['pid']
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            status = self.agent.call('guest-exec-status', pid=pid)
+            if status.get('exited'):
+                break
+            if time.monotonic() > deadline:
+                self.run(['kill', '-9', str(pid)], timeout=20, check=False)
+                raise VMError('%r did not end within %s s' % (argv, timeout))
+            time.sleep(delay)
+            delay = min(0.5, delay * 2)
+        out = base64.b64decode(status.get('out-data', '')).decode(
+            errors='replace')
+        err = base64.b64decode(status.get('err-data', '')).decode(
+            errors='replace')
+        rc = status.get('exitcode', -status.get('signal', 0) or -1)
+        result = Result(argv, rc, out, err)
+        if check and rc != 0:
+            raise VMError('command failed in the VM: %r' % result)
+        return result
+
+    def read(self, path, timeout=30):
+        return self.run(['cat', path], timeout=timeout).out
+
+    def write(self, path, text, mode='0644'):
+        self.run(['/bin/sh', '-c', 'umask 077; cat > "$1"; chmod %s "$1"'
+                  % mode, 'write', path], input=text)
+
+    def install_package(self):
+        """pip-install this checkout into the VM's system Python, with
+        the dependencies the image brings from Debian's packages."""
+        self.run('mkdir -p /mnt/nph-src && '
+                 'mount -o ro /dev/vdb /mnt/nph-src && '
+                 'rm -rf /root/nph && cp -a /mnt/nph-src/src /root/nph && '
+                 'umount /mnt/nph-src', timeout=120)
+        return self.run(['pip', 'install', '--quiet', '--no-index',
+                         '--no-deps', '--no-build-isolation',
+                         '--break-system-packages', '/root/nph'],
+                        env={'PBR_VERSION': '0.0.0',
+                             'PATH': '/usr/local/sbin:/usr/local/bin:'
+                                     '/usr/sbin:/usr/bin:/sbin:/bin',
+                             'HOME': '/root'},
+                        timeout=600)

@@ -17,7 +17,10 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           gcc git tmux
           # isolation under a real systemd: a Debian root file system
           # booted with systemd-nspawn (tools/systemd-rootfs.sh)
-          debootstrap systemd-container)
+          debootstrap systemd-container
+          # the VM tests' 2-node host image (tools/vm-image.sh): overlays
+          # and its ext4 file systems
+          qemu-utils e2fsprogs)
 uri=qemu:///system
 state=/run/nova-pinning-hooks
 

@@ -16,8 +16,9 @@ An empty ``AllowedCPUs=`` does not give a unit its CPUs back: systemd
 the unit's processes stayed on the reserved CPUs after an undo that
 reported success (seen on the 2-node VM, tests/vm). ``restore`` widens a
 unit to every online CPU (and memory node) first, then sets the recorded
-value, and checks ``EffectiveCPUs`` afterwards: a unit still confined is
-a failure, never a success.
+value, and checks ``EffectiveCPUs`` afterwards (every online CPU, or empty
+when systemd switched the unit's cpuset off): a unit still confined is a
+failure, never a success.
 
 systemctl always runs with an argument list, never through a shell.
 """
@@ -145,7 +146,9 @@ class Systemd:
         self._set(unit, props)
         if 'AllowedCPUs' in wide:
             effective = _canonical(self.show(unit).get('EffectiveCPUs', ''))
-            if effective != wide['AllowedCPUs']:
+            # Empty: systemd switched the unit's cpuset controller off
+            # (nothing restricts it: seen on an empty user.slice).
+            if effective not in ('', wide['AllowedCPUs']):
                 raise BackendError(
                     '%s: still on CPUs %s after AllowedCPUs= (online: %s)'
                     % (unit, effective, wide['AllowedCPUs']))

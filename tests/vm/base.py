@@ -25,7 +25,8 @@ CONF = '/etc/nova-pinning-hooks/nova-pinning-hooks.conf'
 BASE_CONF = """[nova_pinning]
 reserved_cpus = 0-1
 allocation_ratio = 4.0
-resync_interval = 5
+# Long: a guest the agent pins came to it through libvirt's events.
+resync_interval = 3600
 
 [nova_pinning_isolation]
 sweep_interval = 2

@@ -13,7 +13,17 @@ Invariants of the result:
   remainder from partly used cores (best fit) before a whole core is
   broken; the vCPUs that share a core are numbered next to each other;
 * deterministic: guests are served in a fixed order (most new vCPUs
-  first, then uuid), cores in order of their lowest CPU id.
+  first, then uuid), cores in order of their lowest CPU id;
+* one L3 domain (a node with several, from the host's cache banks): a
+  guest's new pCPUs come from one L3 domain whenever one has enough free
+  pCPUs: the domain of its kept pCPUs if that one has room, otherwise
+  the best fit (a domain that holds it in whole free cores before one
+  that does not, then the fewest free pCPUs, so that large holes stay
+  for large guests); when none has room, from the fewest domains (most
+  free first). Kept pins are never moved to improve alignment. A guest
+  whose pCPUs span domains gets a reason (``split``). On a node with one
+  domain (every node of a host without banks) the pick is exactly the
+  one made before domains were known.
 
 Compared to Kubernetes' ``takeByTopology`` (sockets, then cores, then
 threads, for one container at a time), this keeps existing pins (a
@@ -22,11 +32,14 @@ gets the difference) and fills half-used cores before breaking new ones.
 """
 
 
-def assign_node(host, pool, guests):
+def assign_node(host, pool, guests, trace=None):
     """Map each guest's vCPUs to single pCPUs of ``pool`` (one node).
 
-    Returns ``{uuid: {vcpu: cpu}}``. Raises ValueError if the vCPUs do not
-    fit, which the policy never lets happen.
+    Returns ``({uuid: {vcpu: cpu}}, {uuid: why})``, the second for guests
+    whose pCPUs span L3 domains. Raises ValueError if the vCPUs do not
+    fit, which the policy never lets happen. ``trace`` (a list, for
+    tests) receives ``(uuid, new vCPUs, kept pCPUs, {domain: free pCPUs})``
+    before each guest's new pCPUs are picked.
     """
     need = sum(g.vcpu_count for g in guests)
     if need > len(pool):
@@ -44,18 +57,69 @@ def assign_node(host, pool, guests):
                     taken.add(cpu)
         result[guest.uuid] = kept
     cores = host.cores(pool)  # whole cores: all online siblings
+    domains = [d & pool for d in host.l3_domains(pool)] if host.l3_of \
+        else []
     order = sorted(guests, key=lambda g: (len(result[g.uuid]) -
                                           g.vcpu_count, g.uuid))
+    split = {}
     for guest in order:
         kept = result[guest.uuid]
         missing = [v for v in guest.vcpus if v not in kept]
         if not missing:
             continue
-        picked = _take(len(missing), cores, pool, taken,
+        area, area_cores = pool, cores
+        if trace is not None:
+            trace.append((guest.uuid, len(missing), set(kept.values()),
+                          {d: len(d - taken) for d in domains}))
+        if len(domains) > 1:
+            area, why = _l3_area(host, len(missing), domains, taken,
+                                 set(kept.values()))
+            area_cores = host.cores(area)
+            if why:
+                split[guest.uuid] = why
+        picked = _take(len(missing), area_cores, area, taken,
                        own=set(kept.values()), core_of=host.core_of)
         taken.update(picked)
         kept.update(zip(missing, picked))
-    return result
+    if len(domains) > 1:
+        for uuid, pins in result.items():
+            spans = {host.l3_of[c] for c in pins.values()}
+            if len(spans) > 1:
+                split.setdefault(uuid, 'its kept pCPUs are in %d L3 '
+                                 'domains' % len(spans))
+            else:
+                split.pop(uuid, None)
+    return result, split
+
+
+def _l3_area(host, count, domains, taken, own):
+    """(the pCPUs to take ``count`` from, why they span L3 domains)."""
+    def free(d):
+        return d - taken
+
+    if own:
+        home = [d for d in domains if d & own]
+        if len(home) == 1 and len(free(home[0])) >= count:
+            return home[0], None
+    fits = [d for d in domains if len(free(d)) >= count]
+    if fits:
+        def fit(d):
+            whole = sum(len(c) for c in host.cores(d) if c <= free(d))
+            return (whole < count, len(free(d)), min(d))
+        best = min(fits, key=fit)
+        if own and not best & own:
+            return best, ('its new vCPUs did not fit the L3 domain of its '
+                          'kept pCPUs')
+        return best, None
+    area, got, used = frozenset(), 0, 0
+    for d in sorted(domains, key=lambda d: (-len(free(d)), min(d))):
+        if got >= count:
+            break
+        area |= d
+        got += len(free(d))
+        used += 1
+    return area, ('no L3 domain had room for it at its placement (split '
+                  'over %d)' % used)
 
 
 def _take(count, cores, pool, taken, own, core_of):

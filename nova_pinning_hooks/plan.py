@@ -133,9 +133,13 @@ def pin_changes(change_list):
     return sum(1 for c in change_list if c.kind != 'numa')
 
 
-def to_json(plan, change_list):
-    """The documented JSON form of a plan (``plan --format json``)."""
+def to_json(plan, change_list, host=None):
+    """The documented JSON form of a plan (``plan --format json``).
+    With the ``host`` and its L3 banks, each guest also gets
+    ``l3_domains``: the L3 domains its pins touch (a host without banks
+    gives exactly the form it gave before banks were read)."""
     fmt = cpuset.format
+    banks = host is not None and bool(host.l3_of)
     guests = []
     for gp in plan.guests:
         pins = gp.vcpu_pins
@@ -155,6 +159,9 @@ def to_json(plan, change_list):
         }
         if gp.numa_nodeset is not None:
             entry['numa_nodeset'] = fmt(gp.numa_nodeset)
+        if banks:
+            entry['l3_domains'] = [fmt(d) for d in host.l3_domains(
+                gp.emulator_pin or ())]
         guests.append(entry)
     return {
         'version': 1,

@@ -343,12 +343,14 @@ def node_plans(host, node, mode, node_pool, members, homes, options):
     if mode == plan_mod.NODE_RANGE:
         return {g.uuid: _ranged(g, homes, mode, node_pool, rule, reason,
                                 options) for g in members}
-    pins = assign.assign_node(host, node_pool, members)
+    pins, split = assign.assign_node(host, node_pool, members)
     return {g.uuid: _bound(g, homes, mode,
                            {v: frozenset((c,))
                             for v, c in sorted(pins[g.uuid].items())},
-                           frozenset(pins[g.uuid].values()), rule, reason,
-                           options)
+                           frozenset(pins[g.uuid].values()), rule,
+                           reason if g.uuid not in split else
+                           '%s; split across L3 domains: %s' % (
+                               reason, split[g.uuid]), options)
             for g in members}
 
 

@@ -100,6 +100,19 @@ def _node(p, host, node_id, node, owner):
                    % (node.memory_kib // 1024))
         return out
     threads = max(len(c) for c in cores)
+    domains = host.l3_domains(node.cpus) if host.l3_of else []
+    if len(domains) > 1:
+        # Cores grouped by L3 domain (cache banks): one grid each.
+        for domain in domains:
+            out.append('  L3 %s' % cpuset.format(domain))
+            out.extend(_grid(host.cores(domain), threads, pool, owner))
+        return out
+    out.extend(_grid(cores, threads, pool, owner))
+    return out
+
+
+def _grid(cores, threads, pool, owner):
+    out = []
     for start in range(0, len(cores), COLUMNS):
         chunk = cores[start:start + COLUMNS]
         out.append('  core  ' + ''.join('%4d' % min(c) for c in chunk))

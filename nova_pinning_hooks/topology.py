@@ -12,6 +12,17 @@ Invariants of a ``HostTopology``:
   is the set of its online hyperthread siblings (1 to N threads, SMT4
   included), whatever the numbering (``c, c+ncores`` or ``2c, 2c+1``).
 * Nodes may have memory and no CPUs, and nodes may differ in size.
+* L3 domains (``l3_of``: cpu -> the online CPUs sharing its last-level
+  cache) come from the level-3 ``<host><cache><bank>`` elements. They are
+  optional: without banks ``l3_of`` is empty and every node is one
+  domain, exactly as before banks were read. Each domain lies inside one
+  node and holds whole cores: a bank that spans nodes is split at the
+  node boundary (a guest of one node shares that node's part of it).
+  Bank data that cannot be trusted (a CPU in two banks, a CPU that is
+  not in the topology, an online CPU in no bank, a core split between
+  banks) is ignored as a whole, with the reason in ``l3_ignored``: cache
+  alignment is an optimisation, and bad cache data must never stop a
+  host from being planned.
 * Bounded whatever the XML says: numbers in ASCII digits, CPU ids at most
   ``cpuset.MAX_CPU_ID``, node ids at most ``MAX_NODE_ID``, a core at most
   ``MAX_THREADS_PER_CORE`` threads, siblings read only up to the highest
@@ -51,6 +62,21 @@ class HostTopology:
     nodes: dict  # node id -> Node, ascending ids
     node_of: dict  # cpu -> node id
     core_of: dict  # cpu -> frozenset of its online siblings (incl. itself)
+    # cpu -> frozenset of the online CPUs of its node sharing its L3;
+    # empty: no (usable) banks, one domain per node.
+    l3_of: dict = dataclasses.field(default_factory=dict)
+    l3_ignored: str = ''  # why the banks were ignored, if they were
+
+    def l3_domains(self, cpus):
+        """The L3 domains that intersect ``cpus``, ordered by lowest id;
+        without banks, each node's CPUs are one domain."""
+        if not self.l3_of:
+            by_node = {}
+            for c in cpus:
+                by_node.setdefault(self.node_of[c], set())
+            return [self.nodes[n].cpus for n in sorted(by_node)]
+        seen = {self.l3_of[c] for c in cpus}
+        return sorted(seen, key=min)
 
     @property
     def cpus(self):
@@ -119,7 +145,49 @@ class HostTopology:
             core_of[cpu_id] = frozenset(core)
         _check_cores(core_of, node_of)
         ordered = {k: nodes[k] for k in sorted(nodes)}
-        return cls(ordered, node_of, core_of)
+        l3_of, ignored = _l3_domains(
+            root, node_of, core_of, top,
+            {cpu_id for _, cpus in listed for _, cpu_id in cpus})
+        return cls(ordered, node_of, core_of, l3_of, ignored)
+
+
+def _l3_domains(root, node_of, core_of, top, listed):
+    """(cpu -> L3 domain, why ignored) from the level-3 cache banks."""
+    banks = [b for b in root.findall('./host/cache/bank')
+             if b.get('level') == '3']
+    if not banks:
+        return {}, ''
+    owner = {}
+    for bank in banks:
+        try:
+            cpus = cpuset.parse(bank.get('cpus') or '')
+        except cpuset.CpusetError as exc:
+            return {}, 'L3 bank %s: bad cpus: %s' % (bank.get('id'), exc)
+        for cpu in cpus:
+            if cpu in owner:
+                return {}, 'CPU %d is in two L3 banks' % cpu
+            owner[cpu] = cpus
+    # Offline CPUs (listed in a cell, without topology) may be named.
+    unknown = sorted(set(owner) - listed)
+    if unknown:
+        return {}, 'L3 banks name CPU %d, which the host does not have' % (
+            unknown[0])
+    missing = sorted(set(node_of) - set(owner))
+    if missing:
+        return {}, 'online CPU %d is in no L3 bank' % missing[0]
+    l3_of = {}
+    for cpu, node in node_of.items():
+        # Online CPUs of this node that share the bank (a bank spanning
+        # nodes is split at the node boundary).
+        l3_of[cpu] = frozenset(c for c in owner[cpu]
+                               if node_of.get(c) == node)
+    for cpu, core in core_of.items():
+        if any(l3_of[s] != l3_of[cpu] for s in core):
+            return {}, 'the siblings of CPU %d are in different L3 banks' % (
+                cpu)
+    # One frozenset object per domain: cheap to compare and to group.
+    canonical = {}
+    return {c: canonical.setdefault(d, d) for c, d in l3_of.items()}, ''
 
 
 def _check_cores(core_of, node_of):

@@ -93,7 +93,7 @@ def cmd_status(conf):
     source = reconciler.host_settings(conf).get('ratio_source')
     fmt = cpuset.format
     if conf.command.format == 'json':
-        data = plan_mod.to_json(p, changes)
+        data = plan_mod.to_json(p, changes, host=snap.host)
         pending = {c.uuid for c in changes if c.kind != 'numa'}
         for entry in data['guests']:
             entry['live_matches_plan'] = (entry['mode'] == 'untouched' or

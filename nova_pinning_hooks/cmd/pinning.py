@@ -118,7 +118,8 @@ def plan_output(text, conf, fmt='table', title=None):
     snap, p, change_list = plan_snapshot(text, conf)
     if fmt == 'json':
         # Compact: the C encoder is ten times faster than an indented one.
-        return json.dumps(plan_mod.to_json(p, change_list)) + '\n'
+        return json.dumps(plan_mod.to_json(p, change_list,
+                                           host=snap.host)) + '\n'
     return render.plan_table(p, snap.host, snap.guests, change_list,
                              title=title)
 

@@ -47,8 +47,8 @@ from tests.unit import hosts  # noqa: E402
 URI = 'qemu:///bench'
 
 
-def make_host(count, latency):
-    fake = fakelibvirt.FakeHost(hosts.load('amd-2s-64c-nps4'))
+def make_host(count, latency, host='amd-2s-64c-nps4'):
+    fake = fakelibvirt.FakeHost(hosts.load(host))
     snap = plan_cost.make_snapshot(fake.capabilities, count)
     for i, dom in enumerate(snap['domains']):
         fake.add_domain('g%d' % i, 1, xml=dom['xml'],
@@ -112,6 +112,9 @@ def main():
     ap.add_argument('--guests', default='100,1000,5000')
     ap.add_argument('--latency-ms', type=float, default=0.5)
     ap.add_argument('--runs', type=int, default=7)
+    ap.add_argument('--host', default='amd-2s-64c-nps4',
+                    help='a host of tests/unit/hosts.py (genoa-2s-nps1: '
+                         'with L3 banks)')
     args = ap.parse_args()
     virt.libvirt = fakelibvirt
     virt.Host._memory_from_proc = memory_of
@@ -120,7 +123,7 @@ def main():
     print('|---|---|---|---|---|---|---|---|')
     with tempfile.TemporaryDirectory() as tmp:
         for count in (int(c) for c in args.guests.split(',')):
-            fake = make_host(count, args.latency_ms / 1000.0)
+            fake = make_host(count, args.latency_ms / 1000.0, args.host)
             fake.bench_names = {}
             fakelibvirt.register(URI, fake)
             virt.Host._bench_fake = fake

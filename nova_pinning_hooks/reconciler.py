@@ -144,6 +144,7 @@ class Reconciler:
         self._next_resync = None
         self._plan_key = None  # what the plan just made was made from
         self._last = None  # (key, snapshot, plan) of the last complete pass
+        self._l3_ignored_logged = None
         # With a model: domains parsed and planned again only as they
         # change (snapshot.Loader, replan.Planner).
         self._loader = snapshot_mod.Loader()
@@ -211,6 +212,13 @@ class Reconciler:
             snap = snapshot_mod.load(raw, from_libvirt=True, **overrides)
         else:
             snap, changed, removed = self._loader.load(raw, **overrides)
+        if snap.host.l3_ignored and \
+                snap.host.l3_ignored != self._l3_ignored_logged:
+            # Once per reason: the capabilities are parsed again only
+            # when they change.
+            self._l3_ignored_logged = snap.host.l3_ignored
+            LOG.warning('L3 cache banks ignored, one domain per node: %s',
+                        snap.host.l3_ignored)
         if release:
             self._planner.reset()
             p = policy.release_plan(snap.host, snap.guests, snap.options)

@@ -27,6 +27,9 @@ def plan_table(p, host, guests, change_list=(), title=None):
     keys = _keys(p)
     owner = _owners(p, keys, guests)
     lines.append(_summary(p, host))
+    if host.l3_ignored:
+        lines.append('L3 cache banks ignored (one domain per node): %s'
+                     % host.l3_ignored)
     for node_id, node in host.nodes.items():
         lines.append('')
         lines.extend(_node(p, host, node_id, node, owner))

@@ -298,3 +298,13 @@ class TestL3Properties(testtools.TestCase):
         self.assertEqual(
             policy.make_plan(plain, guests, options).guests,
             policy.make_plan(T(per_node), guests, options).guests)
+
+
+class TestIgnoredBanksAreSaid(testtools.TestCase):
+
+    def test_the_map_says_why(self):
+        caps = hosts.capabilities([[[0], [1]]], banks=['0', '0-1'])
+        host = T(caps)
+        p = policy.make_plan(host, [], policy.Options(allocation_ratio=1.0))
+        self.assertIn('L3 cache banks ignored (one domain per node): CPU 0 '
+                      'is in two L3 banks', render.plan_table(p, host, []))

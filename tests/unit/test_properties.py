@@ -1,7 +1,7 @@
 """Properties of the policy over random hosts and guest sets (hypothesis).
 
 Hosts vary in node count and size, SMT width, sibling numbering, offline
-CPUs and CPU-less nodes; guests in size, memory placement, liveness,
+CPUs, CPU-less nodes and L3 cache banks; guests in size, memory placement, liveness,
 prior pins, and whether nova placed them.
 """
 
@@ -51,8 +51,28 @@ def random_host(draw):
     all_cpus = sorted(c for cores in nodes for core in cores for c in core)
     offline = draw(st.sets(st.sampled_from(all_cpus),
                            max_size=len(all_cpus) - 1))
+    banks = None
+    if draw(st.booleans()):
+        # L3 banks: each node's cores cut into domains of 1 to 3 cores.
+        banks = []
+        for cores in nodes:
+            for i in range(0, len(cores), draw(st.integers(1, 3))):
+                banks.append([c for core in cores[i:i + 3] for c in core])
+        banks = _disjoint(banks)
     return topology.HostTopology.from_capabilities(
-        hosts.capabilities(nodes, offline=offline))
+        hosts.capabilities(nodes, offline=offline, banks=banks))
+
+
+def _disjoint(banks):
+    """Banks cut with a stride smaller than their size overlap: keep each
+    CPU in its first bank only."""
+    seen, out = set(), []
+    for bank in banks:
+        bank = [c for c in bank if c not in seen]
+        seen.update(bank)
+        if bank:
+            out.append(bank)
+    return out
 
 
 @st.composite

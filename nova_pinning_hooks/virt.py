@@ -68,6 +68,7 @@ import time
 import typing
 
 import libvirt
+
 from oslo_log import log as logging
 
 from nova_pinning_hooks import cpuset
@@ -76,6 +77,19 @@ from nova_pinning_hooks import qemuproc
 from nova_pinning_hooks import timedcall
 
 LOG = logging.getLogger(__name__)
+
+
+def _ignore_error(_ctx, _err):
+    """libvirt's default handler prints every error on stderr
+    (``libvirt: XML-RPC error : ...``); the caller reports it once."""
+
+
+def quiet_errors():
+    """Stop libvirt printing its own error lines: for our commands, whose
+    errors are one line of their own. Process-wide, so never called in
+    nova-compute (nova's libvirt shares the handler)."""
+    libvirt.registerErrorHandler(_ignore_error, None)
+
 
 RUN_DIR = '/run/libvirt/qemu'
 GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)

@@ -178,6 +178,9 @@ def main(argv=None):
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
     common.setup_logging(conf, PROG)
+    if conf.command.func is not cmd_plan:  # planning needs no libvirt
+        from nova_pinning_hooks import virt
+        virt.quiet_errors()
     try:
         output = conf.command.func(conf)
     except UsageError as exc:

@@ -132,3 +132,18 @@ class TestConsoleScript(testtools.TestCase):
             timeout=60)
         self.assertEqual(0, proc.returncode, proc.stderr)
         self.assertEqual(1, json.loads(proc.stdout)['version'])
+
+    def test_an_unreachable_libvirtd_is_one_line_on_stderr(self):
+        # libvirt's own default error handler used to print its line too
+        # ("libvirt: XML-RPC error : Failed to connect socket ...").
+        tmp = self.useFixture(fixtures.TempDir()).path
+        proc = subprocess.run(
+            [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning',
+             '--config-file', os.devnull, 'status', '--connection',
+             'qemu+unix:///system?socket=%s/none.sock' % tmp],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual((1, ''), (proc.returncode, proc.stdout))
+        self.assertEqual(1, len(proc.stderr.splitlines()), proc.stderr)
+        self.assertTrue(proc.stderr.startswith(
+            'nova-pinning: error: libvirt: Failed to connect socket'),
+            proc.stderr)

@@ -65,6 +65,9 @@ class TestBinding(base.VMTestCase):
             {a: ('dedicated', 1, 'memory'), b: ('dedicated', 0, 'memory')},
             {n: (plan[n]['mode'], plan[n]['home_node'],
                  plan[n]['home_source']) for n in (a, b)})
+        # libvirt reports one L3 bank per socket here (0-3, 4-7).
+        self.assertEqual({a: ['4-7'], b: ['0-3']},
+                         {n: plan[n]['l3_domains'] for n in (a, b)})
         # A second pass with nothing changed writes nothing.
         self.assertEqual((0, 0), _changes(self.np('rebind')))
 

@@ -17,6 +17,20 @@ MARK_NOVA = 'N'
 RANGE_MARKS = {plan_mod.NODE_RANGE: '~', plan_mod.CROSS_NODE_RANGE: '+',
                plan_mod.HOST_RANGE: '='}
 COLUMNS = 16  # cores per grid row: keeps lines under 80 characters
+# Characters that would move the cursor or start a new line on a
+# terminal: C0 and C1 controls, DEL, and Unicode's line and paragraph
+# separators. libvirt accepts them in a domain name (``&#10;``), and a
+# name printed raw forged a row in ``status`` and ``top``.
+_CONTROL = {c: '\\x%02x' % c for c in list(range(0x20)) +
+            list(range(0x7f, 0xa0))}
+_CONTROL.update({0x2028: '\\u2028', 0x2029: '\\u2029',
+                 ord('\\'): '\\\\'})
+
+
+def printable(text):
+    """``text`` for a table people read: control characters (and the
+    backslash) escaped, so one name stays one cell of one row."""
+    return text.translate(_CONTROL)
 
 
 def plan_table(p, host, guests, change_list=(), title=None):
@@ -145,7 +159,7 @@ def _guest_rows(p, keys, change_list):
     for gp in _by_name(p):
         rows.append((
             keys.get(gp.uuid, RANGE_MARKS.get(gp.mode, '-')),
-            gp.name, gp.mode,
+            printable(gp.name), gp.mode,
             '-' if gp.home_node is None else
             '%d(%s)' % (gp.home_node, gp.home_source),
             str(len(gp.vcpu_pins)) if gp.vcpu_pins else '-',

@@ -59,7 +59,7 @@ def node_lines(m):
     out = []
     for n in m.nodes:
         where = 'node %d' % n.node if n.node is not None else 'no home node'
-        worst = ('worst %s %s %% steal' % (n.worst_guest,
+        worst = ('worst %s %s %% steal' % (render.printable(n.worst_guest),
                                            _pct(n.worst_steal_pct))
                  if n.worst_guest else 'no guest measured')
         pool = ('pool %d CPUs' % n.pool_cpus if n.node is not None
@@ -77,7 +77,7 @@ def guest_rows(m, threshold):
         mark = MARK if (r.steal_pct is not None and
                         r.steal_pct >= threshold) else ''
         rows.append((
-            mark, r.name,
+            mark, render.printable(r.name),
             '?' if gp is None else
             gp.mode + PENDING if r.uuid in m.pending else gp.mode,
             '-' if gp is None or gp.home_node is None else str(gp.home_node),

@@ -116,7 +116,8 @@ def cmd_status(conf):
     for uuid, vcpus in sorted(drift.items(), key=lambda i: names[i[0]]):
         for v, (pin, cpus) in sorted(vcpus.items()):
             text += ('kernel drift: %s vCPU %d runs on %s, libvirt says %s '
-                     '(a pass repairs it)\n' % (names[uuid], v, fmt(cpus),
+                     '(a pass repairs it)\n' % (render.printable(names[uuid]),
+                                                v, fmt(cpus),
                                                 fmt(pin)))
     if measured is not None:
         text += '\n' + '\n'.join(stealview.lines(measured,
@@ -191,13 +192,13 @@ def cmd_rebind(conf, release=False):
             else 'not set')
         what = c.kind if c.index is None else '%s %d' % (c.kind, c.index)
         lines.append('%-9s %s %s: %s -> %s%s' % (
-            state, c.name, what,
+            state, render.printable(c.name), what,
             'unpinned' if c.old is None else cpuset.format(c.old),
             cpuset.format(c.new),
             ' (%s)' % skipped[id(c)] if id(c) in skipped else ''))
     for item, why in result.skipped:
         if isinstance(item, str):
-            lines.append('skipped   %s: %s' % (item, why))
+            lines.append('skipped   %s: %s' % (render.printable(item), why))
     lines.append('%d changes, %d applied, %d skipped; libvirt calls: '
                  '%d reads, %d writes; %.3f s%s' % (
                      len(result.changes), len(result.applied),

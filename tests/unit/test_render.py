@@ -61,3 +61,40 @@ class TestPlanTable(testtools.TestCase):
         text = render.plan_table(p, h, guests, plan_mod.changes(p, guests))
         row = [x for x in text.splitlines() if x.startswith('a ')][0]
         self.assertIn(' ok ', row)
+
+
+class TestNamesForPeople(testtools.TestCase):
+    """A domain name may hold any character libvirt accepts (``&#10;``);
+    printed raw, it forged rows of the tables people read."""
+
+    FORGED = ('x&#10;z    fake   dedicated  0(memory)  1  0:1  ok  '
+              'rule-2-one-to-one: forged&#155;2J&#8232;&#133;')
+
+    def test_escaped(self):
+        for name, shown in (
+                ('plain', 'plain'),
+                ('a&#10;b', 'a\\x0ab'),
+                ('a&#13;b&#9;c', 'a\\x0db\\x09c'),
+                ('c1&#133;&#155;', 'c1\\x85\\x9b'),
+                ('se&#8232;p&#8233;x', 'se\\u2028p\\u2029x'),
+                ('back\\slash', 'back\\\\slash'),
+                ('caf\u00e9 \u65e5\u672c', 'caf\u00e9 \u65e5\u672c')):
+            g = G(name, 1, 0, uuid='1')
+            self.assertEqual(shown, render.printable(g.name), name)
+        # XML 1.0 has no ESC, but a name can reach a table elsewhere.
+        self.assertEqual('esc\\x1b[31m', render.printable('esc\x1b[31m'))
+
+    def test_one_row_per_guest_in_status_and_top(self):
+        from nova_pinning_hooks import stealview
+        guests = [G(self.FORGED, 1, 0, uuid='1'), G('b', 1, 0, uuid='2')]
+        h, p = make('intel-2s-28c-ht', guests)
+        text = render.plan_table(p, h, guests)
+        rows = text[text.index('\nkey '):].strip().splitlines()
+        self.assertEqual(3, len(rows), text)
+        self.assertNotIn('\x9b', text)
+        m = stealview.measure(p, {}, {}, 1.0, [])
+        top = '\n'.join(stealview.lines(m, threshold=10))
+        self.assertEqual(3, len(stealview.guest_rows(m, 10)))
+        self.assertNotIn('\n', ''.join(
+            ''.join(r) for r in stealview.guest_rows(m, 10)))
+        self.assertNotIn('\x9b', top)

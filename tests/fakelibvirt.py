@@ -63,6 +63,15 @@ def virEventRegisterDefaultImpl():  # noqa: N802 - libvirt's name
     return 0
 
 
+error_handler = None  # what registerErrorHandler was given last
+
+
+def registerErrorHandler(f, ctx):  # noqa: N802 - libvirt's name
+    global error_handler
+    error_handler = (f, ctx)
+    return 1
+
+
 def virEventRunDefaultImpl():  # noqa: N802
     # The fake delivers events synchronously (FakeHost.emit); the loop
     # thread has nothing to do.

@@ -97,8 +97,16 @@ class TestTopOnce(LiveCliTestCase):
         self.assertRegex(out, r'\n!  a +dedicated\* +0 +0:0 1:1 ')
         self.assertIn('* = pins not yet as planned', out)
 
+    def test_interval_floor(self):
+        code, out, err = self.run_cli('top', '--once', '--interval', '0.001')
+        self.assertEqual((2, ''), (code, out))
+        self.assertEqual('nova-pinning: error: top: --interval must be at '
+                         'least 0.5 s\n', err)
+        self.assertEqual([], self.slept)
+
     def test_bad_arguments_are_2(self):
         for argv in (['--interval', '0'], ['--interval', '-2'],
+                     ['--interval', '0.001'], ['--interval', '0.49'],
                      ['--threshold', '101'], ['--threshold', 'nan']):
             self.assertRefused(self.run_cli('top', '--once', *argv), 2,
                                'interval' if '--interval' in argv

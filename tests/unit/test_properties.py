@@ -1,8 +1,8 @@
 """Properties of the policy over random hosts and guest sets (hypothesis).
 
 Hosts vary in node count and size, SMT width, sibling numbering, offline
-CPUs, CPU-less nodes and L3 cache banks; guests in size, memory placement, liveness,
-prior pins, and whether nova placed them.
+CPUs, CPU-less nodes and L3 cache banks; guests in size, memory
+placement, liveness, prior pins, and whether nova placed them.
 """
 
 import os

@@ -121,6 +121,53 @@ def check_config_files(argv, project, prog):
             raise UsageError(str(exc.strerror or exc)) from None
 
 
+def check_known_options(conf):
+    """Refuse configuration files that name, in a section of this
+    package, an option it does not have, or that hold a section whose
+    name looks like one of this package's and is not (``[isolation]``
+    for ``[nova_pinning_isolation]``): oslo.config ignores both, and a
+    misspelt section made ``nova-pinning-isolate apply`` confine every
+    process on the host with defaults. Other sections (a ``nova.conf``
+    holding our options beside nova's) are left alone. Raises
+    ``UsageError`` naming the file, section and options."""
+    import difflib
+
+    from oslo_config import cfg
+
+    from nova_pinning_hooks import conf as conf_mod
+
+    own = {group.name: {o.dest for o in opts}
+           for group, opts in conf_mod.list_opts()}
+    files = list(conf.config_file or [])
+    for d in conf.config_dir and [conf.config_dir] or []:
+        files += sorted(glob.glob(os.path.join(glob.escape(d), '*.conf')))
+    for path in files:
+        if path == os.devnull or not os.path.exists(path):
+            continue
+        sections = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.ParseError) as exc:
+            raise UsageError('%s: %s' % (path, exc)) from None
+        for section, options in sections.items():
+            if section in own:
+                unknown = sorted(set(options) - own[section])
+                if unknown:
+                    raise UsageError('%s: [%s] has no option %s' % (
+                        path, section, ', '.join(unknown)))
+                continue
+            if section == 'DEFAULT':
+                continue
+            name = section.lower()
+            close = difflib.get_close_matches(name, own, n=1, cutoff=0.6)
+            if close or 'pinning' in name or 'isolat' in name:
+                guess = close[0] if close else (
+                    'nova_pinning_isolation' if 'isolat' in name
+                    else 'nova_pinning')
+                raise UsageError('%s: unknown section [%s] (did you mean '
+                                 '[%s]?)' % (path, section, guess))
+
+
 def read_input(path, stdin=None):
     """A snapshot file's text ("-": standard input), bounded in size,
     a regular file only. Raises ``UsageError``."""

@@ -10,8 +10,10 @@ agent holds the lock, undo incomplete); 2 configuration refused (one
 message on stderr, nothing changed). ``undo`` and ``status`` work when
 the isolation settings are refused (``reserved_cpus`` unset, say): they
 read the state file. A configuration file with a value of the wrong type
-or out of bounds is refused by every sub-command (exit 2), as by
-``nova-pinning``.
+or out of bounds, an option this package does not have in one of its
+sections, or a section named like one of its own and misspelt
+(``[isolation]``) is refused by every sub-command (exit 2, naming it), as
+by ``nova-pinning``.
 """
 
 import json
@@ -128,6 +130,7 @@ def main(argv=None):
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         common.parse(conf, argv, 'nova-pinning-hooks', PROG)
+        common.check_known_options(conf)
         common.validate_options(conf)
     except common.UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))

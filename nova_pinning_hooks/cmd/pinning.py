@@ -173,6 +173,7 @@ def main(argv=None):
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         conf = parse_args(argv)
+        common.check_known_options(conf)
         common.validate_options(conf)
     except UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))

@@ -147,3 +147,21 @@ class TestConsoleScript(testtools.TestCase):
         self.assertTrue(proc.stderr.startswith(
             'nova-pinning: error: libvirt: Failed to connect socket'),
             proc.stderr)
+
+    def test_a_misspelt_option_or_section_is_2(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        for text, why in (
+                ('[nova_pinning]\nreserved_cpu = 0\n',
+                 '[nova_pinning] has no option reserved_cpu'),
+                ('[pinning]\nreserved_cpus = 0\n',
+                 'unknown section [pinning] (did you mean [nova_pinning]?)')):
+            path = os.path.join(tmp, 'nph.conf')
+            with open(path, 'w') as f:
+                f.write(text)
+            proc = subprocess.run(
+                [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning',
+                 '--config-file', path, 'plan', '--snapshot', EXAMPLE],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual((2, ''), (proc.returncode, proc.stdout))
+            self.assertEqual('nova-pinning: error: %s: %s\n' % (path, why),
+                             proc.stderr)

@@ -22,14 +22,15 @@ class TestCli(testtools.TestCase):
         self.host = self.useFixture(fakehost.FakeHost())
         self.state_file = os.path.join(self.host.top, 'state', 'iso.json')
 
-    def run_cli(self, *args, reserved='0'):
+    def run_cli(self, *args, reserved='0', extra='',
+                section='nova_pinning_isolation'):
         cfgfile = os.path.join(self.host.top, 'nph.conf')
         with open(cfgfile, 'w') as f:
-            f.write('[nova_pinning]\n%s\n[nova_pinning_isolation]\n'
+            f.write('[nova_pinning]\n%s\n[%s]\n'
                     'cgroup_mode = v1\ncgroup_root = %s\nstate_file = %s\n'
-                    'pidfile_dirs =\n'
+                    'pidfile_dirs =\n%s'
                     % ('reserved_cpus = %s' % reserved if reserved else '',
-                       self.host.cgroot, self.state_file))
+                       section, self.host.cgroot, self.state_file, extra))
         out, err = io.StringIO(), io.StringIO()
         self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
@@ -42,6 +43,33 @@ class TestCli(testtools.TestCase):
         self.assertEqual(1, len(err.splitlines()))
         self.assertIn('does not have', err)
         self.assertFalse(os.path.exists(self.state_file))
+
+    def test_unknown_sections_and_options_are_refused(self):
+        # oslo.config ignores them: a misspelt section made apply confine
+        # every process with defaults.
+        for kw, why in (
+                ({'section': 'isolation'}, 'unknown section [isolation] '
+                 '(did you mean [nova_pinning_isolation]?)'),
+                ({'section': 'nova_pining_isolation'}, 'unknown section '
+                 '[nova_pining_isolation] (did you mean '
+                 '[nova_pinning_isolation]?)'),
+                ({'extra': 'sweep_intervl = 3\n'}, '[nova_pinning_isolation] '
+                 'has no option sweep_intervl'),
+                ({'extra': '[nova_pinning]\nreserved_cpu = 1\n'},
+                 '[nova_pinning] has no option reserved_cpu')):
+            for command in ('apply', 'status', 'undo'):
+                code, out, err = self.run_cli(command, **kw)
+                self.assertEqual((2, ''), (code, out), (kw, command))
+                self.assertEqual(1, len(err.splitlines()), err)
+                self.assertIn(why, err, (kw, command))
+                self.assertFalse(os.path.exists(self.state_file))
+
+    def test_other_sections_are_left_alone(self):
+        # Our options may live in nova.conf, beside nova's own sections.
+        code, out, err = self.run_cli(
+            'apply', extra='[libvirt]\nvirt_type = kvm\n[DEFAULT]\n'
+                           'transport_url = rabbit://\n')
+        self.assertEqual(0, code, err)
 
     def test_status_when_not_configured(self):
         code, out, _ = self.run_cli('status', reserved=None)

@@ -10,7 +10,10 @@ root if that group is gone), with the thread affinities the move reset;
 every other process in the group (born inside, or its record lost) goes
 where its recorded parent came from, or to the root; then the groups we
 created are removed and groups that existed get their old settings back.
-A process that someone moved elsewhere meanwhile is left there.
+A process that someone moved elsewhere meanwhile is left there; one
+found in the configured host group instead of the recorded one (the
+record's group name changed by hand) goes back to its recorded origin
+all the same.
 
 systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value, after being
@@ -63,8 +66,14 @@ def _systemctl():
     return shutil.which('systemctl') or 'systemctl'
 
 
-def _undo_v1(record, moved, proc):
+def _undo_v1(record, moved, proc, configured=None):
     backend = cgroupv1.CgroupV1.from_record(record, proc)
+    # A recorded process in the configured host group goes back too: the
+    # recorded group name may have been changed by hand, and the pid and
+    # start time still say which process it is and where it came from.
+    ours = {backend.path}
+    if configured:
+        ours.add('/' + configured)
     restored, others, origins = 0, 0, {}
     for key, entry in sorted(moved.items(), key=lambda kv: int(kv[0])):
         pid = int(key)
@@ -72,10 +81,9 @@ def _undo_v1(record, moved, proc):
             continue  # exited; its pid may be another process's now
         groups = procfs.cgroups(pid, proc) or {}
         origins[pid] = entry
-        if groups.get('cpuset') == backend.path and \
-                backend.move_back(pid, entry):
+        if groups.get('cpuset') in ours and backend.move_back(pid, entry):
             restored += 1
-        if entry.get('memory') and groups.get('memory') == backend.path:
+        if entry.get('memory') and groups.get('memory') in ours:
             backend.move_memory_back(pid, entry['memory'])
     for memory in (False, True):
         for pid in backend.members(memory=memory):
@@ -141,10 +149,10 @@ def _still_confined(st, proc, configured=None):
     return keep
 
 
-def _restore(st, paths):
+def _restore(st, paths, configured=None):
     try:
         if st['mode'] == 'v1':
-            return _undo_v1(st['v1'], st['moved'], paths.proc)
+            return _undo_v1(st['v1'], st['moved'], paths.proc, configured)
         return _undo_systemd(st['systemd'], paths)
     except Exception as exc:  # one failure to report, the state kept
         LOG.exception('isolation: undo failed')
@@ -176,7 +184,8 @@ def undo(conf, paths=config.HOST):
             LOG.info('isolation: %s was written before the last reboot, '
                      'which undid it; removed', path)
             return UndoResult(st['mode'], 0, 0, (), earlier_boot=True)
-        restored, others, failures = _restore(st, paths)
+        restored, others, failures = _restore(
+            st, paths, conf.nova_pinning_isolation.group_name)
         if st['mode'] == 'v1':
             confined = _still_confined(
                 st, paths.proc, conf.nova_pinning_isolation.group_name)

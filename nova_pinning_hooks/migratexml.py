@@ -22,23 +22,26 @@ Invariants:
   for such guests), and ``<numatune>`` (nova writes none for them; ours
   when ``set_home_node`` gave it a home node); ``<cputune>`` itself goes
   only if nothing else is left in it (nova's ``<shares>``, quotas stay);
-* everything else is kept byte for byte: the edit is textual, on the
-  elements libvirt prints one per line, so nova's own changes (disks,
-  VIFs, graphics, ``<vcpu cpuset>``, metadata and its namespaces) are
-  untouched;
+* everything else is kept byte for byte: the elements are found by a
+  real XML parser (expat, with byte offsets), and only the spans of our
+  elements that are children of the *top-level* ``<cputune>`` and the
+  top-level ``<numatune>`` are cut (with the indentation and line break
+  around them). Look-alike text anywhere else (another tool's
+  ``<metadata>``, comments, CDATA, attribute values) is never touched;
+* the result is always checked: parsed again, it has no pin under the
+  top-level ``<cputune>`` and no top-level ``<numatune>``, and apart from
+  them it is the same document as the input (C14N, whitespace of text
+  stripped); otherwise ``StripError``;
+* linear in the size of the XML (one expat pass, one scan per start
+  tag, two parses for the check);
 * pure: text in, text out; ``StripError`` if the XML is not a domain.
 """
 
-import re
+import io
 import xml.etree.ElementTree as ET  # noqa: S405 - nova's own XML
+from xml.parsers import expat  # noqa: S410 - nova's own XML
 
-_PIN = re.compile(r'[ \t]*<(?:vcpupin|emulatorpin|iothreadpin)\b[^>]*/>'
-                  r'[ \t]*\n?')
-_NUMATUNE = re.compile(r'[ \t]*<numatune\b.*?</numatune>[ \t]*\n?|'
-                       r'[ \t]*<numatune\b[^>]*/>[ \t]*\n?', re.S)
-_EMPTY_CPUTUNE = re.compile(r'[ \t]*<cputune>\s*</cputune>[ \t]*\n?|'
-                            r'[ \t]*<cputune/>[ \t]*\n?')
-_CPUTUNE = re.compile(r'<cputune\b.*?</cputune>', re.S)
+PINS = ('vcpupin', 'emulatorpin', 'iothreadpin')
 
 
 class StripError(ValueError):
@@ -51,13 +54,124 @@ def nova_placed(root):
     return numa is not None and numa.find('cell') is not None
 
 
+def _tag_end(data, start):
+    """The offset just past the start tag beginning at ``start`` (a ``<``),
+    and whether it closed the element (``/>``): quotes respected, so a
+    ``>`` inside an attribute value does not end it."""
+    quote = None
+    i = start + 1
+    n = len(data)
+    while i < n:
+        c = data[i]
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in (0x22, 0x27):  # " '
+            quote = c
+        elif c == 0x3e:  # >
+            return i + 1, data[i - 1] == 0x2f  # /
+        i += 1
+    raise StripError('unterminated start tag')
+
+
+def _spans(data):
+    """(spans of our elements, whether the top-level cputune empties):
+    byte ranges of the pins under the top-level ``<cputune>`` and of the
+    top-level ``<numatune>``, from expat's offsets."""
+    parser = expat.ParserCreate(encoding='UTF-8')
+    stack, spans, cputune = [], [], {}
+
+    def start(name, _attrs):
+        begin = parser.CurrentByteIndex
+        end, empty = _tag_end(data, begin)
+        stack.append((name, begin, end, empty))
+        depth = len(stack)
+        if depth == 2 and name == 'cputune':
+            cputune.update(begin=begin, others=0, pins=[])
+        elif depth == 3 and stack[1][0] == 'cputune' and \
+                name not in PINS and 'begin' in cputune:
+            cputune['others'] += 1
+
+    def end(name):
+        _, begin, tag_end, empty = stack.pop()
+        if empty:
+            finish = tag_end
+        else:
+            finish = data.index(b'>', parser.CurrentByteIndex) + 1
+        depth = len(stack) + 1
+        if depth == 3 and stack[-1][0] == 'cputune' and name in PINS:
+            cputune['pins'].append((begin, finish))
+        elif depth == 2 and name == 'numatune':
+            spans.append((begin, finish))
+        elif depth == 2 and name == 'cputune' and cputune.get('pins'):
+            if cputune['others']:
+                spans.extend(cputune['pins'])
+            else:  # nothing of nova's left in it: the whole element
+                spans.append((begin, finish))
+            cputune['pins_n'] = len(cputune['pins'])
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        raise StripError('destination XML does not parse: %s' % exc) \
+            from None
+    return sorted(spans), cputune.get('pins_n', 0)
+
+
+def _widen(data, begin, end):
+    """The span with the indentation before it and the line break after
+    it, when the element stands alone on its line."""
+    b = begin
+    while b > 0 and data[b - 1] in (0x20, 0x09):
+        b -= 1
+    e = end
+    while e < len(data) and data[e] in (0x20, 0x09):
+        e += 1
+    if (b == 0 or data[b - 1] == 0x0a) and e < len(data) and \
+            data[e] == 0x0a:
+        return b, e + 1
+    return begin, end
+
+
+def _canonical(root):
+    return ET.canonicalize(ET.tostring(root, encoding='unicode'),
+                           strip_text=True)
+
+
+def _check(before, after_text):
+    """The result has none of our elements and is otherwise the input."""
+    after = ET.fromstring(after_text)  # noqa: S314 - what we made
+    cputune = after.find('cputune')
+    if (cputune is not None and any(cputune.find(p) is not None
+                                    for p in PINS)) or \
+            after.find('numatune') is not None:
+        raise StripError('pins left after stripping')
+    for parent, tags in ((before, ('numatune',)),
+                         (before.find('cputune'), PINS)):
+        if parent is None:
+            continue
+        for child in list(parent):
+            if child.tag in tags:
+                parent.remove(child)
+    cputune = before.find('cputune')
+    if cputune is not None and len(cputune) == 0 and \
+            after.find('cputune') is None:
+        before.remove(cputune)
+    if _canonical(before) != _canonical(after):
+        raise StripError('stripping changed more than our pins')
+
+
 def strip_pins(xml_text):
     """The destination XML without our pins (see the module's
     invariants). Returns ``(xml, removed)``: ``removed`` counts the
     elements taken out (0: unchanged)."""
+    if not isinstance(xml_text, str):
+        raise StripError('destination XML is not text: %r' % type(xml_text))
     try:
         root = ET.fromstring(xml_text)  # noqa: S314
-    except (ET.ParseError, TypeError) as exc:
+    except ET.ParseError as exc:
         raise StripError('destination XML does not parse: %s' % exc) \
             from None
     if root.tag != 'domain':
@@ -65,20 +179,19 @@ def strip_pins(xml_text):
                          % root.tag)
     if nova_placed(root):
         return xml_text, 0
-    removed = 0
-
-    def in_cputune(match):
-        nonlocal removed
-        block, n = _PIN.subn('', match.group(0))
-        removed += n
-        return block
-    text = _CPUTUNE.sub(in_cputune, xml_text)
-    text, n = _NUMATUNE.subn('', text)
-    removed += n
-    text = _EMPTY_CPUTUNE.sub('', text)
-    if removed:
-        left = ET.fromstring(text)  # noqa: S314 - what we made
-        if left.find('cputune/vcpupin') is not None or \
-                left.find('numatune') is not None:
-            raise StripError('pins left after stripping')
+    data = xml_text.encode('utf-8')
+    spans, cputune_pins = _spans(data)
+    removed = sum(1 for b, _ in spans if data.startswith(b'<numatune', b))
+    removed += cputune_pins
+    out = io.BytesIO()
+    last = 0
+    for begin, end in spans:
+        begin, end = _widen(data, begin, end)
+        if begin < last:
+            raise StripError('overlapping spans')
+        out.write(data[last:begin])
+        last = end
+    out.write(data[last:])
+    text = out.getvalue().decode('utf-8')
+    _check(root, text)
     return text, removed

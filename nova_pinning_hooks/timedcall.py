@@ -71,6 +71,11 @@ class Worker:
             raise job.error
         return job.result
 
+    def alive(self):
+        """True while the worker's thread runs: after a timeout, while
+        the abandoned call (or the cleanup after it) is still blocked."""
+        return self._thread.is_alive()
+
     def retire(self, cleanup=None):
         """Stop after the call in progress, running ``cleanup`` first."""
         self.retired = True

@@ -72,6 +72,7 @@ import libvirt
 from oslo_log import log as logging
 
 from nova_pinning_hooks import cpuset
+from nova_pinning_hooks import hung
 from nova_pinning_hooks import memplace
 from nova_pinning_hooks import qemuproc
 from nova_pinning_hooks import timedcall
@@ -347,6 +348,10 @@ class Host:
             if left < timeout:
                 timeout, bound = left, 'pass deadline'
         if self._worker is None:
+            try:
+                hung.check(self.uri)
+            except hung.DoesNotAnswer as exc:
+                raise LibvirtTimeout(str(exc)) from None
             self._worker = timedcall.Worker('nova-pinning-libvirt')
         try:
             return self._worker.call(timeout, func, *args)
@@ -367,6 +372,7 @@ class Host:
         if worker is not None:
             worker.retire((lambda: conn.close()) if conn is not None
                           else None)
+            hung.abandoned(self.uri, worker)
 
     def _with_reconnect(self, func):
         """Run ``func()``; if the connection died under it, once more."""

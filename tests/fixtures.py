@@ -28,6 +28,11 @@ class FakeLibvirtFixture(fixtures.Fixture):
         self.host = fakelibvirt.FakeHost(self.capabilities)
         fakelibvirt.register(self.uri, self.host)
         self.addCleanup(fakelibvirt.unregister, self.uri)
+        # A call a test left blocked must not make the next test's
+        # daemon "not answer" (the registry is process-wide).
+        from nova_pinning_hooks import hung
+        hung.forget(self.uri)
+        self.addCleanup(hung.forget, self.uri)
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.virt.libvirt', fakelibvirt))
         # Errors virt.py classifies were read from the real module at

@@ -208,8 +208,18 @@ class TestTimeBounds(ReconcilerTestCase):
         del self.fake.hang['XMLDesc']
         again = reconciler.Reconciler(self.conf)
         self.addCleanup(again.close)
+        # While the abandoned call is still blocked, passes fail at once:
+        # no new connection, no new thread (hung.py).
+        start = time.monotonic()
+        self.assertIn('libvirtd does not answer', again.run_pass().error)
+        self.assertLess(time.monotonic() - start, 0.25)
+        # Once it returns, the next pass reconnects by itself.
+        self.release.set()
+        for _ in range(50):
+            if again.run_pass().error is None:
+                break
+            time.sleep(0.05)
         self.assertIsNone(again.run_pass().error)
-        # The hung connection was abandoned; the next pass reconnects.
         self.assertIsNone(self.rec.run_pass().error)
 
     def test_a_hung_write_skips_the_rest(self):

@@ -26,6 +26,12 @@ Invariants:
   non-blank line read is a pass request, read ``REQUEST_LINE_LIMIT``
   characters at a time at most, and its end (nova-compute gone) stops
   the service;
+* libvirt raises no event for a vCPU hot-plugged with ``setvcpus
+  --live``: every ``vcpu_poll_interval`` seconds (1) a poll is queued
+  like a request; on the pass thread, one call reads every running
+  guest's vCPU count, a guest whose count changed is marked in the model,
+  and a pass runs only if one did or another request is pending (an
+  unchanged host costs that one call);
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``metrics.PassMetrics``); a failure there is a logged warning.
@@ -57,6 +63,11 @@ class BindingService:
         self.events = events
         self.event_loop = event_loop
         self.interval = group.resync_interval
+        self.poll_interval = group.vcpu_poll_interval
+        self._vcpu_counts = None  # {uuid: count} of the last poll
+        self._poll_due = False
+        self._other_requests = 0
+        self._requests_lock = threading.Lock()
         self.stopped = threading.Event()
         self.last_result = None
         self.pass_metrics = metrics.PassMetrics(conf, LOG)
@@ -80,9 +91,38 @@ class BindingService:
 
     def request(self, reason):
         """Queue a pass; returns at once (safe on libvirt's thread)."""
+        with self._requests_lock:
+            self._other_requests += 1
         return self.coalescer.request(reason)
 
+    def _poll(self, stop):
+        while not stop.wait(self.poll_interval):
+            self._poll_due = True
+            self.coalescer.request('vCPU count poll')
+
+    def _vcpus_changed(self):
+        """On the pass thread: mark guests whose vCPU count changed."""
+        try:
+            counts = self.reconciler.host().vcpu_counts()
+        except Exception as exc:  # the pass reports libvirt's state
+            LOG.debug('vCPU count poll failed: %s', exc)
+            return True
+        before, self._vcpu_counts = self._vcpu_counts, counts
+        changed = [u for u, n in counts.items()
+                   if before is not None and before.get(u, n) != n]
+        for uuid in changed:
+            LOG.info('vCPU count of %s changed to %d (hot-plug)', uuid,
+                     counts[uuid])
+            self.model.mark(uuid)
+        return bool(changed)
+
     def _run_pass(self):
+        with self._requests_lock:
+            others, self._other_requests = self._other_requests, 0
+        if self._poll_due:
+            self._poll_due = False
+            if not self._vcpus_changed() and not others:
+                return  # a poll that found nothing: no pass
         result = self.reconciler.run_pass()
         self.last_result = result
         self.pass_metrics.after_pass(self.reconciler, result)
@@ -96,6 +136,9 @@ class BindingService:
                              args=(requests, stop), daemon=True,
                              name='nova-pinning-agent-requests').start()
         self.start()
+        if self.poll_interval:
+            threading.Thread(target=self._poll, args=(stop,), daemon=True,
+                             name='nova-pinning-agent-vcpu-poll').start()
         try:
             while not stop.wait(self.interval or None):
                 self.request('resync')

@@ -470,6 +470,20 @@ class Host:
         ``steal.rates`` takes."""
         return self._with_reconnect(self._vcpu_stats)
 
+    def vcpu_counts(self):
+        """{uuid: online vCPUs} of every running guest, one call (no
+        event tells of a vCPU hot-plug)."""
+        return self._with_reconnect(self._vcpu_counts)
+
+    def _vcpu_counts(self):
+        conn = self._connection()
+        records = self._call(
+            'read', 'getAllDomainStats', conn.getAllDomainStats,
+            libvirt.VIR_DOMAIN_STATS_VCPU,
+            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
+        return {dom.UUIDString(): int(stats.get('vcpu.current', 0) or 0)
+                for dom, stats in records}
+
     def _vcpu_stats(self):
         conn = self._connection()
         records = self._call(

@@ -96,12 +96,16 @@ class FunctionalTestCase(testtools.TestCase):
             if dom.name().startswith(PREFIX) and dom.isActive():
                 dom.destroy()
 
-    def boot(self, name, vcpus=1):
+    def boot(self, name, vcpus=1, current=None):
         """Start a tiny guest (no disk; it spins in SeaBIOS); always
-        destroyed at the end of the test, whatever happens."""
+        destroyed at the end of the test, whatever happens. ``current``:
+        vCPUs online at start (the rest can be hot-plugged)."""
         name = PREFIX + name
-        dom = self.conn.createXML(GUEST_XML.format(
-            type=self.virt_type, name=name, vcpus=vcpus), 0)
+        xml = GUEST_XML.format(type=self.virt_type, name=name, vcpus=vcpus)
+        if current is not None:
+            xml = xml.replace('<vcpu>', "<vcpu placement='static' "
+                                        "current='%d'>" % current)
+        dom = self.conn.createXML(xml, 0)
         self.addCleanup(self._destroy, name)
         return dom
 

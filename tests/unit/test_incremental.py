@@ -358,6 +358,37 @@ class TestBindingService(IncrementalTestCase):
         self.assertFalse(thread.is_alive())
         self.assertTrue(self.fake.connections[-1].closed)
 
+    def test_a_hot_plugged_vcpu_is_bound_by_the_poll(self):
+        # libvirt raises no event for "virsh setvcpus --live" (seen on
+        # libvirt 9.0); resync is off here, so only the poll can see it.
+        self.cf.config(group='nova_pinning', coalesce_delay=0,
+                       resync_interval=0, vcpu_poll_interval=0.05)
+        a = self.fake.add_domain('a', 1, xml=hosts.domain_xml(
+            'a', 2, current=1), memory_by_node_kib={'0': 65536})
+        agent = service.BindingService(self.conf, event_loop=False)
+        stop = threading.Event()
+        thread = threading.Thread(target=agent.run, args=(stop,))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        self.assertTrue(agent.coalescer.request('settle', wait=True,
+                                                timeout=10))
+        self.assertEqual([0], sorted(a.vcpu_pins))
+        # Polls that find nothing run no pass: no listing, no write.
+        time.sleep(0.3)
+        listings = self.fake.calls['listAllDomains']
+        polls = self.fake.calls['getAllDomainStats']
+        time.sleep(0.5)
+        self.assertEqual(listings, self.fake.calls['listAllDomains'])
+        self.assertGreater(self.fake.calls['getAllDomainStats'], polls)
+        a.vcpus = 2
+        a.base_xml = hosts.domain_xml('a', 2, current=2)
+        deadline = time.monotonic() + 10
+        while sorted(a.vcpu_pins) != [0, 1] and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertEqual([0, 1], sorted(a.vcpu_pins))
+
     def test_a_request_line_is_read_in_bounded_pieces(self):
         import io
         agent = service.BindingService(self.conf, events=False)

@@ -173,7 +173,14 @@ def main(argv=None):
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
         conf = parse_args(argv)
-        common.check_known_options(conf)
+        try:
+            common.check_known_options(conf)
+        except UsageError as exc:
+            if conf.command.name != 'agent':
+                raise
+            # nova-compute starts the agent with its own configuration
+            # and starts it again when it exits: a refusal would loop.
+            sys.stderr.write('%s: warning: %s\n' % (PROG, exc))
         common.validate_options(conf)
     except UsageError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))

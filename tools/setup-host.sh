@@ -17,7 +17,9 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           gcc git tmux
           # isolation under a real systemd: a Debian root file system
           # booted with systemd-nspawn (tools/systemd-rootfs.sh)
-          debootstrap systemd-container)
+          debootstrap systemd-container
+          # the real Prometheus of the functional tests, and promtool
+          prometheus prometheus-node-exporter)
 uri=qemu:///system
 state=/run/nova-pinning-hooks
 

@@ -25,7 +25,7 @@ shipped durations (tests/unit/prometheus/rules_test.yml).
 With ``NPH_PROMETHEUS_DUMP=FILE`` the answers behind the dashboard's
 main panel (steal per guest, as a range query) are written to FILE as
 JSON: ``tools/plot-steal-panel.py`` draws doc/source/steal-panel.png
-from it.
+from it (``NPH_PROMETHEUS_RUN_SECONDS=N`` scrapes longer first).
 """
 
 import json
@@ -51,7 +51,9 @@ PROMETHEUS = '/usr/bin/prometheus'
 NODE_EXPORTER = '/usr/bin/prometheus-node-exporter'
 SCRAPE_SECONDS = 1
 WINDOW = '15s'  # the rate window of the dashboard's queries here
-RUN_SECONDS = 20  # of scraping before the queries
+# Seconds of scraping before the queries (NPH_PROMETHEUS_RUN_SECONDS: more,
+# for a longer plot).
+RUN_SECONDS = max(20, int(os.environ.get('NPH_PROMETHEUS_RUN_SECONDS') or 0))
 TEST_FOR = '3s'  # the test copy's "for:" of every alert
 # The idle guest is paused once pinned: it then accrues no run delay
 # whatever else this shared 2-CPU machine runs. Other sessions run VMs

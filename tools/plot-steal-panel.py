@@ -7,7 +7,8 @@ Usage (the answers come from the functional test, see its module doc):
     NPH_PROMETHEUS_DUMP=/tmp/steal.json NPH_PROMETHEUS_RUN_SECONDS=90 \\
         flock /run/nph-functional.lock tox -e functional -- \\
         tests.functional.test_prometheus
-    python3 tools/plot-steal-panel.py /tmp/steal.json doc/source/steal-panel.png
+    python3 tools/plot-steal-panel.py /tmp/steal.json \\
+        doc/source/steal-panel.png
 
 Needs matplotlib (Debian's python3-matplotlib, or pip in a throwaway
 venv); nothing else of the package.

@@ -320,3 +320,53 @@ class TestServedFromTheStart(testtools.TestCase):
         self.assertIsNone(metrics.overcommit_times(
             nova_like_conf(self, allocation_ratio=4.0)))
         self.assertTrue(os.path.exists(path))
+
+
+class TestAgentCommand(LiveCliTestCase):
+    """``nova-pinning agent``: nova-compute's pass worker under eventlet
+    reads ``metrics_listen`` from nova's configuration and serves."""
+
+    def test_worker_serves_on_metrics_listen(self):
+        import signal
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.addCleanup(signal.signal, sig, signal.getsignal(sig))
+        port = free_port()
+        self.write_config(allocation_ratio=4.0, coalesce_delay=0,
+                          metrics_listen='127.0.0.1:%d' % port)
+        read_end, write_end = os.pipe()
+        stdin = os.fdopen(read_end, 'r')
+        self.addCleanup(stdin.close)
+        self.useFixture(fixtures.MonkeyPatch('sys.stdin', stdin))
+        url = 'http://127.0.0.1:%d/metrics' % port
+        texts = []
+
+        def scraped_a_pass():
+            try:
+                text = get(url, timeout=2)[2].decode()
+            except OSError:
+                return False
+            texts.append(text)
+            return value(text, 'nova_pinning_passes_total',
+                         outcome='ok') >= 1
+
+        def nova_compute():
+            try:
+                os.write(write_end, b'pass\n')
+                wait_until(scraped_a_pass, 20)
+            finally:
+                os.close(write_end)  # nova-compute gone: the agent ends
+        client = threading.Thread(target=nova_compute)
+        client.start()
+        code, out, err = self.run_cli('agent', '--requests-on-stdin')
+        client.join(30)
+        self.assertEqual((0, ''), (code, out), err)
+        self.assertTrue(texts, 'never scraped')
+        self.assertGreaterEqual(value(texts[-1], 'nova_pinning_passes_total',
+                                      outcome='ok'), 1)
+        self.assertEqual(2, value(texts[-1], 'nova_pinning_guest_vcpus',
+                                  name='a', mode='dedicated'))
+
+    def test_bad_metrics_listen_is_2(self):
+        self.write_config(allocation_ratio=4.0,
+                          metrics_listen='localhost:9179')
+        self.assertRefused(self.run_cli('agent'), 2, 'metrics_listen')

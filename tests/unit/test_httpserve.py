@@ -232,6 +232,13 @@ class TestAgentEndpoint(testtools.TestCase):
                                   mode='dedicated', node='0'))
         self.assertGreater(value(
             text, 'nova_pinning_last_pass_timestamp_seconds'), 1e9)
+        # After a pass, a scrape reads the vCPU counters (one bulk call)
+        # and plans nothing: the plan is the last pass's.
+        before = dict(self.fake.calls)
+        self.scrape(endpoint.address)
+        made = {m: n - before.get(m, 0) for m, n in self.fake.calls.items()
+                if n != before.get(m, 0)}
+        self.assertEqual({'getAllDomainStats': 1}, made)
         svc.stop()
         self.assertRaises(OSError, get, 'http://%s:%d/metrics'
                           % endpoint.address, timeout=2)

@@ -7,10 +7,13 @@ source, the isolation state) and of the passes so far (``PassStats``).
 The long-lived runners of passes (nova-compute's pass thread, the
 ``nova-pinning agent`` worker) count their passes and, with
 ``[nova_pinning] metrics_textfile`` set, write it after each pass for
-node_exporter's textfile collector (``PassMetrics``); ``nova-pinning
-metrics`` prints it and ``nova-pinning exporter`` serves it (without
-pass counters: they run no pass). Pass counters live as long as the
-process that counts them; a restart starts them again at zero, which
+node_exporter's textfile collector and, with a listen address
+(``agent --listen``, ``[nova_pinning] metrics_listen``), serve it with
+their pass counters over HTTP (``PassMetrics``, ``Endpoint``,
+``httpserve``): one scrape target per host. ``nova-pinning metrics``
+prints it and ``nova-pinning exporter`` serves it (without pass
+counters: they run no pass). Pass counters live as long as the process
+that counts them; a restart starts them again at zero, which
 Prometheus' ``rate`` and ``increase`` take as a counter reset.
 
 Names follow Prometheus conventions (base units, ``_seconds``,
@@ -32,6 +35,11 @@ Invariants:
   all guests' vCPU counters; a part that cannot be read (libvirt down,
   no ratio) leaves its series out and sets ``nova_pinning_up`` to 0,
   never raises out of ``read_view``;
+* a series a dashboard panel or an alert rule reads (``etc/``) is
+  served from the start, at zero where nothing happened yet (every pin
+  change result and kind, the isolation counts where isolation is not
+  configured, the last pass time: 0 before the first pass), never
+  absent on a quiet host;
 * the textfile is replaced atomically (``safefs.write_atomic``), mode
   0644, in a directory reached without following links.
 """

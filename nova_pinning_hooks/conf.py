@@ -64,6 +64,18 @@ class FiniteFloat(types.Float):
         return result
 
 
+class ListenAddress(types.String):
+    """``ADDR:PORT`` or ``[IPv6]:PORT`` with a literal IP address, or
+    empty."""
+
+    def __call__(self, value):
+        value = super().__call__(value)
+        if value:
+            from nova_pinning_hooks import httpserve
+            httpserve.parse_listen(value)  # ValueError says why
+        return value
+
+
 class IntOpt(cfg.IntOpt):
     """``cfg.IntOpt`` typed ``StrictInteger``."""
 
@@ -184,6 +196,25 @@ pinning_opts = [
                     '--collector.textfile.directory, which the nova user '
                     'may write. Replaced atomically, mode 0644. Empty: '
                     'not written.'),
+    cfg.Opt('metrics_listen', type=ListenAddress(), default='',
+               help='ADDR:PORT (for example 127.0.0.1:9179 or '
+                    '[::1]:9179) on which the process that runs the '
+                    'passes in nova-compute (its pass thread, or its '
+                    'pass worker under eventlet) serves its Prometheus '
+                    'metrics on /metrics: the host\'s series with its '
+                    'pass counters, what "nova-pinning agent --listen" '
+                    'serves (and "nova-pinning agent" without '
+                    '--listen). Scrape this or the metrics_textfile, not '
+                    'both. Empty: no port opened.'),
+    IntOpt('metrics_max_requests', default=40, min=1, max=1000,
+           help='Metrics requests served at once over HTTP (this '
+                'option, the agent\'s --listen, the exporter); one more '
+                'is answered 503 at once (node_exporter\'s '
+                '--web.max-requests).'),
+    FloatOpt('metrics_read_timeout', default=10.0, min=0.1, max=300.0,
+             help='Seconds a metrics client has to send its whole HTTP '
+                  'request (and to take the answer) before the '
+                  'connection is closed.'),
     IntOpt('resync_interval', default=60, min=0, max=MAX_SECONDS,
            help='Long-lived passes (the agent, nova-compute) read only '
                 'the domains that are new, re-created or named by a '

@@ -7,10 +7,13 @@ source, the isolation state) and of the passes so far (``PassStats``).
 The long-lived runners of passes (nova-compute's pass thread, the
 ``nova-pinning agent`` worker) count their passes and, with
 ``[nova_pinning] metrics_textfile`` set, write it after each pass for
-node_exporter's textfile collector (``PassMetrics``); ``nova-pinning
-metrics`` prints it and ``nova-pinning exporter`` serves it (without
-pass counters: they run no pass). Pass counters live as long as the
-process that counts them; a restart starts them again at zero, which
+node_exporter's textfile collector and, with a listen address
+(``agent --listen``, ``[nova_pinning] metrics_listen``), serve it with
+their pass counters over HTTP (``PassMetrics``, ``Endpoint``,
+``httpserve``): one scrape target per host. ``nova-pinning metrics``
+prints it and ``nova-pinning exporter`` serves it (without pass
+counters: they run no pass). Pass counters live as long as the process
+that counts them; a restart starts them again at zero, which
 Prometheus' ``rate`` and ``increase`` take as a counter reset.
 
 Names follow Prometheus conventions (base units, ``_seconds``,
@@ -32,6 +35,11 @@ Invariants:
   all guests' vCPU counters; a part that cannot be read (libvirt down,
   no ratio) leaves its series out and sets ``nova_pinning_up`` to 0,
   never raises out of ``read_view``;
+* a series a dashboard panel or an alert rule reads (``etc/``) is
+  served from the start, at zero where nothing happened yet (every pin
+  change result and kind, the isolation counts where isolation is not
+  configured, the last pass time: 0 before the first pass), never
+  absent on a quiet host;
 * the textfile is replaced atomically (``safefs.write_atomic``), mode
   0644, in a directory reached without following links.
 """
@@ -48,6 +56,11 @@ from nova_pinning_hooks import safefs
 
 PREFIX = 'nova_pinning_'
 OUTCOMES = ('ok', 'failed', 'refused')
+# Every (result, kind) of pin_changes_total is served from the start, at
+# zero: a panel or an alert over a series that appears only after the
+# first change would say "No data" on a quiet host.
+CHANGE_RESULTS = ('applied', 'skipped')
+CHANGE_KINDS = ('vcpu', 'emulator', 'iothread', 'numa')
 
 
 @dataclasses.dataclass
@@ -56,6 +69,9 @@ class HostView:
     sample: dict = None  # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
     ratio_source: object = None
     isolation: dict = None  # isolation.status()
+    # {'written', 'boot'} (Unix times; written 0: missing or unusable),
+    # None when [nova_pinning] allocation_ratio stands in for the file
+    overcommit: dict = None
     errors: list = dataclasses.field(default_factory=list)
 
 
@@ -66,11 +82,13 @@ class PassStats:
         self._lock = threading.Lock()
         self.passes = dict.fromkeys(OUTCOMES, 0)
         self.seconds_sum = 0.0
-        self.changes = {}  # (result, kind) -> count
+        self.changes = {(result, kind): 0 for result in CHANGE_RESULTS
+                        for kind in CHANGE_KINDS}
         self.calls = {'read': 0, 'write': 0}
         self.last_timestamp = None
         self.last_seconds = None
         self.last_ok = None
+        self.last_plan = None  # of the last pass that planned
 
     def record(self, result, now=None):
         """Count a ``reconciler.PassResult``."""
@@ -93,6 +111,8 @@ class PassStats:
             self.last_timestamp = time.time() if now is None else now
             self.last_seconds = result.seconds
             self.last_ok = result.complete
+            if result.plan is not None:
+                self.last_plan = result.plan
 
 
 def read_view(rec, conf, plan=None, isolation=True):
@@ -116,7 +136,30 @@ def read_view(rec, conf, plan=None, isolation=True):
     if isolation:
         from nova_pinning_hooks import isolation as isolation_mod
         view.isolation = isolation_mod.status(conf)
+    view.overcommit = overcommit_times(conf)
     return view
+
+
+def overcommit_times(conf):
+    """When the overcommit file was written (0: missing or unusable) and
+    when the host booted, as Unix times; None when ``[nova_pinning]
+    allocation_ratio`` stands in for the file. A file written before the
+    boot was not rewritten by nova-compute since: stale."""
+    if conf.nova_pinning.allocation_ratio is not None:
+        return None
+    import datetime
+
+    from nova_pinning_hooks import overcommit
+    try:
+        info = overcommit.read(conf.nova_pinning.overcommit_file)
+        written = datetime.datetime.fromisoformat(info.written_at)
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=datetime.timezone.utc)
+        written = written.timestamp()
+    except (overcommit.OvercommitError, ValueError):
+        written = 0.0
+    boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return {'written': written, 'boot': float(round(boot))}
 
 
 def _node_label(node):
@@ -132,6 +175,7 @@ class _Collector:
         yield from self._host()
         yield from self._guests()
         yield from self._isolation()
+        yield from self._overcommit()
         if self.stats is not None:
             yield from self._passes()
 
@@ -227,8 +271,10 @@ class _Collector:
 
     def _isolation(self):
         iso = self.view.isolation
-        if not isinstance(iso, dict):
+        if iso is None:  # not asked for (a unit test of another part)
             return
+        if not isinstance(iso, dict):
+            iso = {}
         applied = core.GaugeMetricFamily(
             PREFIX + 'isolation_applied', '1 if host processes are '
             'confined to the reserved CPUs (nova-pinning-isolate), by '
@@ -237,19 +283,38 @@ class _Collector:
                                 iso.get('mode') or 'none')],
                            1 if iso.get('state') == 'applied' else 0)
         yield applied
+        # Served even where isolation is not configured (0: nothing
+        # should be confined), so that the panel and the drift alert
+        # read 0, not "No data". systemd counts units, v1 processes.
+        unit = 'units' if (iso.get('applied_mode') or
+                           iso.get('mode')) == 'systemd' else 'processes'
         for key, what in (('confined', 'confined to the reserved CPUs'),
                           ('not_confined', 'that should be confined but '
                                            'are not')):
-            value = iso.get(key)
-            if value is None:
-                continue
-            unit = 'processes' if isinstance(value, int) else 'units'
+            value = iso.get(key) or 0
             family = core.GaugeMetricFamily(
                 PREFIX + 'isolation_%s_%s' % (key, unit),
                 'Host %s %s.' % (unit, what))
             family.add_metric([], value if isinstance(value, int)
                               else len(value))
             yield family
+
+    def _overcommit(self):
+        oc = self.view.overcommit
+        if oc is None:
+            return
+        written = core.GaugeMetricFamily(
+            PREFIX + 'overcommit_file_timestamp_seconds', 'When '
+            'nova-compute last wrote the overcommit file (Unix time; 0: '
+            'missing or unusable, passes cannot run).')
+        written.add_metric([], oc['written'])
+        boot = core.GaugeMetricFamily(
+            PREFIX + 'host_boot_time_seconds', 'When the host booted '
+            '(Unix time): an overcommit file older than this was not '
+            'rewritten by nova-compute since.')
+        boot.add_metric([], oc['boot'])
+        yield written
+        yield boot
 
     def _passes(self):
         s = self.stats
@@ -274,17 +339,19 @@ class _Collector:
                 'by kind (read, write).', labels=['kind'])
             for kind, n in sorted(s.calls.items()):
                 calls.add_metric([kind], n)
-            families = [passes, duration, changes, calls]
+            # 0 until the first pass: "never", which the alert on
+            # passes not running sees as long ago, as it should.
+            last = core.GaugeMetricFamily(
+                PREFIX + 'last_pass_timestamp_seconds', 'When the last '
+                'pass ended (Unix time; 0: no pass yet).')
+            last.add_metric([], s.last_timestamp or 0.0)
+            families = [passes, duration, changes, calls, last]
             if s.last_timestamp is not None:
-                last = core.GaugeMetricFamily(
-                    PREFIX + 'last_pass_timestamp_seconds', 'When the '
-                    'last pass ended (Unix time).')
-                last.add_metric([], s.last_timestamp)
                 ok = core.GaugeMetricFamily(
                     PREFIX + 'last_pass_success', '1 if the last pass '
                     'wrote every change it planned.')
                 ok.add_metric([], 1 if s.last_ok else 0)
-                families += [last, ok]
+                families.append(ok)
         yield from families
 
 
@@ -302,29 +369,74 @@ def exposition(view, stats=None):
 
 
 class LiveCollector:
-    """For the HTTP exporter: a fresh HostView at every scrape, one
+    """For the HTTP endpoint: a fresh HostView at every scrape, one
     scrape at a time, through one reconciler (its libvirt connection is
-    kept between scrapes)."""
+    kept between scrapes), with the pass counters ``stats`` of the
+    process when it runs passes (the agent, nova-compute). There the
+    plan is the last pass's (passes follow libvirt's events), so a
+    scrape costs one libvirt call, the bulk sample of vCPU counters, as
+    the textfile written after the pass does; before the first pass, and
+    for the exporter, the host is read and planned at each scrape."""
 
-    def __init__(self, rec, conf):
-        self.rec, self.conf = rec, conf
+    def __init__(self, rec, conf, stats=None):
+        self.rec, self.conf, self.stats = rec, conf, stats
         self._lock = threading.Lock()
 
     def collect(self):
+        plan = self.stats.last_plan if self.stats is not None else None
         with self._lock:
-            view = read_view(self.rec, self.conf)
-        yield from _Collector(view, None).collect()
+            view = read_view(self.rec, self.conf, plan=plan)
+        yield from _Collector(view, self.stats).collect()
+
+    def render(self):
+        """The exposition (bytes) of one scrape."""
+        registry = prom_registry.CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return prom_exposition.generate_latest(registry)
+
+
+def server(rec, conf, address, port, stats=None):
+    """A ``httpserve.MetricsServer`` of the host's metrics (and of
+    ``stats``) on ``address``:``port``, bounded by ``[nova_pinning]
+    metrics_max_requests`` and ``metrics_read_timeout``, not started.
+    Raises ``OSError`` if the address cannot be bound."""
+    from nova_pinning_hooks import httpserve
+    group = conf.nova_pinning
+    return httpserve.MetricsServer(
+        address, port, LiveCollector(rec, conf, stats).render,
+        max_requests=group.metrics_max_requests,
+        read_timeout=group.metrics_read_timeout)
 
 
 def serve(rec, conf, address, port, stop):
     """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
     Event) is set. Raises ``OSError`` if the address cannot be bound."""
-    registry = prom_registry.CollectorRegistry(auto_describe=False)
-    registry.register(LiveCollector(rec, conf))
-    prom_exposition.start_http_server(port, addr=address,
-                                      registry=registry)
-    while not stop.wait(3600):
-        pass
+    server(rec, conf, address, port).serve_forever(stop)
+
+
+class Endpoint:
+    """The HTTP endpoint of a process that runs passes: the host's
+    series read at each scrape through a reconciler of its own (its own
+    libvirt connection: a scrape never waits for a pass, nor a pass for
+    a scrape), with the process's pass counters."""
+
+    def __init__(self, conf, stats, address, port, connect=None):
+        from nova_pinning_hooks import reconciler
+        self.rec = reconciler.Reconciler(conf, connect=connect)
+        try:
+            self.http = server(self.rec, conf, address, port, stats)
+        except Exception:
+            self.rec.close()
+            raise
+        self.address = self.http.address
+
+    def start(self):
+        self.http.start()
+        return self
+
+    def close(self):
+        self.http.close()
+        self.rec.close()
 
 
 def write_textfile(path, text):
@@ -356,13 +468,36 @@ def after_pass(rec, conf, result, stats, log):
 
 
 class PassMetrics:
-    """The pass counters of one long-lived process, and the textfile
-    written after each of its passes (``after_pass``)."""
+    """The pass counters of one long-lived process, the textfile written
+    after each of its passes (``after_pass``) and, with ``listen``
+    (``(address, port)``), its HTTP endpoint (``start_endpoint``)."""
 
     def __init__(self, conf, log):
         self.conf, self.log = conf, log
         self.stats = PassStats()
+        self.endpoint = None
 
     def after_pass(self, rec, result):
         """Never raises (see ``after_pass``)."""
         return after_pass(rec, self.conf, result, self.stats, self.log)
+
+    def start_endpoint(self, listen, connect=None):
+        """Serve the metrics with these pass counters on ``listen``;
+        raises ``OSError`` if it cannot be bound."""
+        address, port = listen
+        if self.conf.nova_pinning.metrics_textfile:
+            self.log.warning(
+                'nova-pinning-hooks: metrics served on %s port %d and '
+                'written to %s: scrape one of them, not both (every '
+                'series would be there twice)', address, port,
+                self.conf.nova_pinning.metrics_textfile)
+        self.endpoint = Endpoint(self.conf, self.stats, address, port,
+                                 connect=connect).start()
+        self.log.info('nova-pinning-hooks: metrics on http://%s:%d/metrics',
+                      address, port)
+        return self.endpoint
+
+    def close(self):
+        endpoint, self.endpoint = self.endpoint, None
+        if endpoint is not None:
+            endpoint.close()

@@ -34,7 +34,11 @@ Invariants:
   unchanged host costs that one call);
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
-  (``metrics.PassMetrics``); a failure there is a logged warning.
+  (``metrics.PassMetrics``); a failure there is a logged warning. With
+  an endpoint (``agent --listen``, ``[nova_pinning] metrics_listen``)
+  the same counters are served over HTTP, with the host's series read
+  at each scrape on a connection of the endpoint's own; ``stop``
+  closes it.
 """
 
 import threading
@@ -163,4 +167,5 @@ class BindingService:
     def stop(self, timeout=10.0):
         self.stopped.set()
         self.coalescer.stop(timeout)
+        self.pass_metrics.close()
         self.reconciler.close()

@@ -20,7 +20,9 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           debootstrap systemd-container
           # the VM tests' 2-node host image (tools/vm-image.sh): overlays
           # and its ext4 file systems
-          qemu-utils e2fsprogs)
+          qemu-utils e2fsprogs
+          # the real Prometheus of the functional tests, and promtool
+          prometheus prometheus-node-exporter)
 uri=qemu:///system
 state=/run/nova-pinning-hooks
 

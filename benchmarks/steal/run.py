@@ -63,14 +63,18 @@ XML = """<domain type='kvm'><name>{name}</name><memory unit='MiB'>32</memory>
 </devices></domain>"""
 
 
-def build():
+def build(seconds=None):
+    """The guest's ELF; ``seconds``: ticks before it halts (default 20)."""
     os.makedirs(CACHE, mode=0o755, exist_ok=True)
-    elf = os.path.join(CACHE, 'guest.elf')
+    elf = os.path.join(CACHE, 'guest.elf' if seconds is None
+                       else 'guest-%ds.elf' % seconds)
+    define = [] if seconds is None else ['-DSECONDS=%d' % seconds]
     subprocess.run(['gcc', '-m32', '-ffreestanding', '-nostdlib', '-fno-pic',
                     '-fno-stack-protector', '-O2', '-static',
                     '-Wl,-T,' + os.path.join(HERE, 'guest.ld'),
                     '-Wl,--build-id=none', '-Wl,--no-warn-rwx-segments',
-                    '-o', elf, os.path.join(HERE, 'guest.c')], check=True)
+                    '-o', elf, os.path.join(HERE, 'guest.c')] + define,
+                   check=True)
     return elf
 
 

@@ -78,24 +78,12 @@ def listen_arg(text):
     """An argparse type: ``ADDR:PORT`` or ``[IPv6]:PORT`` with a literal
     IP address and a port 1-65535 -> (address, port)."""
     import argparse
-    import ipaddress
-    import re
-    match = re.fullmatch(r'\[([0-9A-Fa-f:.]{2,45})\]:([0-9]{1,5})|'
-                         r'([0-9.]{7,15}):([0-9]{1,5})', text or '',
-                         re.ASCII)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            '%.60r is not ADDR:PORT (an IP address and a port)' % text)
-    address = match.group(1) or match.group(3)
-    port = int(match.group(2) or match.group(4))
+
+    from nova_pinning_hooks import httpserve
     try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            '%.60r is not an IP address' % address) from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError('port %d is out of range' % port)
-    return address, port
+        return httpserve.parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def check_config_files(argv, project, prog):

@@ -331,6 +331,7 @@ def cmd_agent(conf):
     import sys
     import threading
 
+    from nova_pinning_hooks import httpserve
     from nova_pinning_hooks import service
     uri = getattr(conf.command, 'connection', None)
     if uri:
@@ -341,6 +342,9 @@ def cmd_agent(conf):
         reconciler.host_settings(conf)
     except reconciler.SettingsError as exc:
         raise common.UsageError(str(exc)) from None
+    listen = conf.command.listen
+    if listen is None and conf.nova_pinning.metrics_listen:
+        listen = httpserve.parse_listen(conf.nova_pinning.metrics_listen)
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -348,6 +352,12 @@ def cmd_agent(conf):
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     agent = service.BindingService(conf)
+    if listen is not None:
+        try:
+            agent.pass_metrics.start_endpoint(listen)
+        except OSError as exc:
+            raise common.CommandFailed('cannot listen on %s port %d: %s' % (
+                listen[0], listen[1], exc.strerror or exc)) from None
     agent.run(stop, requests=sys.stdin if conf.command.requests_on_stdin
               else None)
     return ''

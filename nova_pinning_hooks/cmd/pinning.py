@@ -19,8 +19,9 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
   guest back on all online CPUs;
-* ``agent [--connection URI] [--requests-on-stdin]``: the long-lived
-  agent in the foreground (``service``); SIGTERM or SIGINT stop it
+* ``agent [--connection URI] [--listen ADDR:PORT] [--requests-on-stdin]``:
+  the long-lived agent in the foreground (``service``), serving its
+  metrics with its pass counters on ``--listen``; SIGTERM or SIGINT stop it
   (exit 0).
 
 Exit status (``cmd.common``): 0 done, every change written; 1 a pass
@@ -75,12 +76,15 @@ def _add_parsers(subparsers):
         if name in ('rebind', 'release'):
             sp.add_argument('--dry-run', action='store_true',
                             help='plan and print the changes, write none')
-        if name == 'exporter':
-            sp.add_argument('--listen', required=True,
+        if name in ('exporter', 'agent'):
+            sp.add_argument('--listen', required=name == 'exporter',
                             type=common.listen_arg, metavar='ADDR:PORT',
                             help='address and port to serve /metrics on '
                                  '(for example 127.0.0.1:9179 or '
-                                 '[::1]:9179)')
+                                 '[::1]:9179)%s' % (
+                                     '; with the pass counters (default: '
+                                     '[nova_pinning] metrics_listen)'
+                                     if name == 'agent' else ''))
         if name == 'top':
             sp.add_argument('--once', action='store_true',
                             help='print one frame (after one interval) '

@@ -38,8 +38,10 @@ Invariants:
   only when nova already loaded it;
 * after each pass, with ``[nova_pinning] metrics_textfile`` set, the
   Prometheus textfile is rewritten (``metrics.PassMetrics``) by whoever
-  ran the pass: the pass thread here, or the worker process. No port is
-  opened; a metrics failure is a logged warning, never a failed pass;
+  ran the pass: the pass thread here, or the worker process. A port is
+  opened only with ``[nova_pinning] metrics_listen`` set, by the same
+  (``httpserve``: bounded threads and time); a metrics failure is a
+  logged warning or error, never a failed pass;
 * every failure is logged; none reaches nova.
 """
 
@@ -151,12 +153,30 @@ class Agent:
 
     def start(self):
         self.write_overcommit()
+        if not self.out_of_process:  # else the worker process serves
+            self.start_endpoint()
         self.coalescer.request('service start')
         if self.interval:
             self._timer = threading.Thread(
                 target=self._periodic, name='nova-pinning-periodic',
                 daemon=True)
             self._timer.start()
+
+    def start_endpoint(self):
+        """With ``[nova_pinning] metrics_listen`` set, serve the metrics
+        with this thread's pass counters; a failure (bad value, port
+        taken) is a logged error, nova-compute runs on."""
+        try:
+            listen = self.conf.nova_pinning.metrics_listen
+            if not listen:
+                return False
+            from nova_pinning_hooks import httpserve
+            self.pass_metrics.start_endpoint(httpserve.parse_listen(listen))
+        except Exception as exc:
+            LOG.error('nova-pinning-hooks: metrics not served: %s: %s',
+                      type(exc).__name__, exc)
+            return False
+        return True
 
     def write_overcommit(self, ratio=None):
         path = self.conf.nova_pinning.overcommit_file
@@ -235,6 +255,7 @@ class Agent:
     def stop(self):
         self._stop.set()
         self.coalescer.stop()
+        self.pass_metrics.close()
         if self.reconciler is not None:
             self.reconciler.close()
         worker, self.worker = self.worker, None

@@ -334,9 +334,8 @@ class TestEvents(IncrementalTestCase):
 
 class TestBindingService(IncrementalTestCase):
 
-    def test_event_storm_is_one_or_two_passes_and_stop_is_clean(self):
-        self.cf.config(group='nova_pinning', coalesce_delay=0.2,
-                       resync_interval=0)
+    def running_agent(self):
+        """An agent running on its own thread, its first pass done."""
         agent = service.BindingService(self.conf, event_loop=False)
         stop = threading.Event()
         thread = threading.Thread(target=agent.run, args=(stop,))
@@ -345,6 +344,12 @@ class TestBindingService(IncrementalTestCase):
         self.addCleanup(stop.set)
         self.assertTrue(agent.coalescer.request('settle', wait=True,
                                                 timeout=10))
+        return agent, stop, thread
+
+    def test_event_storm_is_one_or_two_passes_and_stop_is_clean(self):
+        self.cf.config(group='nova_pinning', coalesce_delay=0.2,
+                       resync_interval=0)
+        agent, stop, thread = self.running_agent()
         a = self.boot('a', 2)
         passes = agent.coalescer.passes
         for _ in range(100):
@@ -365,14 +370,7 @@ class TestBindingService(IncrementalTestCase):
                        resync_interval=0, vcpu_poll_interval=0.05)
         a = self.fake.add_domain('a', 1, xml=hosts.domain_xml(
             'a', 2, current=1), memory_by_node_kib={'0': 65536})
-        agent = service.BindingService(self.conf, event_loop=False)
-        stop = threading.Event()
-        thread = threading.Thread(target=agent.run, args=(stop,))
-        thread.start()
-        self.addCleanup(thread.join, 10)
-        self.addCleanup(stop.set)
-        self.assertTrue(agent.coalescer.request('settle', wait=True,
-                                                timeout=10))
+        agent, stop, thread = self.running_agent()
         self.assertEqual([0], sorted(a.vcpu_pins))
         # Polls that find nothing run no pass: no listing, no write.
         time.sleep(0.3)

@@ -56,7 +56,12 @@ passed=0; failed=0; skipped=0; status=0
 for e in "${envs[@]}"; do
     echo "=== tox -e $e ==="
     rm -rf .stestr  # so that 'stestr last' can only report this env's run
-    if ! "$venv/bin/tox" -e "$e"; then
+    # The functional tests share this machine's libvirtd (and destroy
+    # every nph-func-* guest they find): one run at a time on a machine
+    # where several checkouts test.
+    lock=()
+    [ "$e" = functional ] && lock=(flock /run/nph-functional.lock)
+    if ! "${lock[@]}" "$venv/bin/tox" -e "$e"; then
         status=1
         echo "=== tox -e $e FAILED ===" >&2
     fi

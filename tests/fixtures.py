@@ -12,6 +12,8 @@ place the package touches libvirt) for ``tests.fakelibvirt`` and serves
 each domain's memory placement from the fake instead of /proc.
 """
 
+import threading
+
 import fixtures
 
 from tests import fakelibvirt
@@ -56,3 +58,14 @@ def register_nova_options(conf, initial_cpu_allocation_ratio=4.0):
         cfg.StrOpt('host', default='compute-test')])
     conf.register_opts([cfg.StrOpt('cpu_shared_set'),
                         cfg.StrOpt('cpu_dedicated_set')], group='compute')
+
+
+def run_agent(test, agent, join_timeout=10):
+    """Run ``agent`` (a ``service.BindingService``) on a daemon thread
+    until ``test`` ends: stopped, then joined, at its cleanup."""
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    test.addCleanup(thread.join, join_timeout)
+    test.addCleanup(stop.set)
+    return agent

@@ -14,6 +14,7 @@ from nova_pinning_hooks import model as model_mod
 from nova_pinning_hooks import plan as plan_mod
 from nova_pinning_hooks import reconciler
 from nova_pinning_hooks import service
+from tests import fixtures as fixtures_mod
 from tests.unit import hosts
 from tests.unit.test_reconciler import ReconcilerTestCase
 
@@ -542,13 +543,7 @@ class TestAgentRepairs(IncrementalTestCase):
         self.cf.config(group='nova_pinning', coalesce_delay=0.05,
                        resync_interval=0)
         agent = service.BindingService(self.conf, event_loop=False)
-        stop = threading.Event()
-        thread = threading.Thread(target=agent.run, args=(stop,),
-                                  daemon=True)
-        thread.start()
-        self.addCleanup(thread.join, 10)
-        self.addCleanup(stop.set)
-        return agent
+        return fixtures_mod.run_agent(self, agent)
 
     def wait_for(self, check, message):
         deadline = time.monotonic() + 10
@@ -612,12 +607,7 @@ class TestCallbacksNeverBlock(IncrementalTestCase):
         self.cf.config(group='nova_pinning', coalesce_delay=0,
                        libvirt_call_timeout=5, resync_interval=0)
         agent = service.BindingService(self.conf, event_loop=False)
-        stop = threading.Event()
-        thread = threading.Thread(target=agent.run, args=(stop,),
-                                  daemon=True)
-        thread.start()
-        self.addCleanup(thread.join, 10)
-        self.addCleanup(stop.set)
+        fixtures_mod.run_agent(self, agent)
         self.assertTrue(agent.coalescer.request('settle', wait=True,
                                                 timeout=10))
         self.fake.hang['XMLDesc'] = release

@@ -144,9 +144,10 @@ class TestPassesAndScrapes(HungDaemonTestCase):
         # Not one more thread or descriptor for the passes and scrapes
         # made while the daemon hangs (before: one of each per try).
         self.assertEqual(before, counts(), messages)
-        for message, took in messages:
+        # Each failed at once, without a call of its own to time out (that
+        # would say "did not return within"): no timing asserted here.
+        for message, _ in messages:
             self.assertIn('libvirtd does not answer', message)
-            self.assertLess(took, 0.5, message)
 
         # The daemon answers again: the blocked call returns, and the
         # next pass and scrape reach it by themselves.

@@ -168,16 +168,18 @@ class FunctionalTestCase(testtools.TestCase):
             self.cli_argv(*args), capture_output=True, text=True,
             timeout=120, cwd=TOP)
 
-    def cli_argv(self, *args):
+    def cli_argv(self, *args, options=()):
         """The command line of ``nova-pinning``, with this test's
-        configuration written to a file."""
+        configuration written to a file: the settings every test makes,
+        and ``options`` (names of other ``[nova_pinning]`` options this
+        test set)."""
         path = os.path.join(self.tmp, 'nph.conf')
         group = self.conf.nova_pinning
         with open(path, 'w') as f:
             f.write('[nova_pinning]\n')
             for key in ('connection_uri', 'allocation_ratio', 'lock_path',
                         'reserved_cpus', 'overcommit_file',
-                        'metrics_textfile'):
+                        'metrics_textfile') + tuple(options):
                 value = getattr(group, key)
                 if value is not None:
                     f.write('%s = %s\n' % (key, value))

@@ -31,7 +31,8 @@ class AgentTestCase(base.FunctionalTestCase):
         self.log = os.path.join(self.tmp, 'agent.log')
         with open(self.log, 'w') as err:
             self.agent = subprocess.Popen(
-                self.cli_argv('agent'), cwd=base.TOP,
+                self.cli_argv('agent', options=self.options),
+                cwd=base.TOP,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=err, text=True)
         self.addCleanup(self._kill)

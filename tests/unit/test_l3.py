@@ -47,10 +47,19 @@ def strip_banks(xml):
 class TestTopology(testtools.TestCase):
 
     def test_real_shaped_hosts(self):
-        for name, nodes, domains, size in (
-                ('genoa-2s-nps1', 2, 24, 16), ('bergamo-2s-nps1', 2, 32, 16),
-                ('milan-2s-nps4', 8, 16, 16), ('intel-2s-snc2', 4, 4, 56)):
-            host = T(hosts.load(name))
+        self.assertEqual(set(hosts.BANKED), {
+            'genoa-2s-nps1', 'bergamo-2s-nps1', 'milan-2s-nps4',
+            'intel-2s-snc2'})
+        for name, cpus, banks, nodes, domains, size in (
+                ('genoa-2s-nps1', 384, 24, 2, 24, 16),
+                ('bergamo-2s-nps1', 512, 32, 2, 32, 16),
+                ('milan-2s-nps4', 256, 16, 8, 16, 16),
+                # One L3 per socket, as SNC reports it: split at the node.
+                ('intel-2s-snc2', 224, 2, 4, 4, 56)):
+            caps = hosts.load(name)
+            self.assertEqual(banks, caps.count("<bank id="), name)
+            host = T(caps)
+            self.assertEqual(cpus, len(host.cpus), name)
             found = set(host.l3_of.values())
             self.assertEqual((nodes, domains, {size}, ''),
                              (len(host.nodes), len(found),
@@ -62,6 +71,19 @@ class TestTopology(testtools.TestCase):
     def test_genoa_domain_is_a_ccd_with_its_siblings(self):
         host = genoa()
         self.assertEqual(cpuset.parse('8-15,200-207'), host.l3_of[8])
+
+    def test_epyc_siblings_are_n_and_n_plus_all_cores(self):
+        for name, first in (('genoa-2s-nps1', 192), ('bergamo-2s-nps1', 256),
+                            ('milan-2s-nps4', 128)):
+            host = T(hosts.load(name))
+            self.assertEqual(frozenset({5, 5 + first}), host.core_of[5],
+                             name)
+            self.assertEqual(16, len(host.l3_of[5 + first]), name)
+
+    def test_snc_sub_nodes_are_one_domain_each(self):
+        host = T(hosts.load('intel-2s-snc2'))
+        self.assertEqual(host.nodes[1].cpus, host.l3_of[28])
+        self.assertEqual(cpuset.parse('0-27,112-139'), host.l3_of[0])
 
     def test_without_banks_each_node_is_one_domain(self):
         host = T(hosts.load('intel-2s-28c-ht'))

@@ -177,15 +177,19 @@ def main():
     ap.add_argument('--counts', default='10,100,1000,5000')
     ap.add_argument('--genoa', action='store_true',
                     help='the 2-socket AMD Genoa fixture with its 24 L3 '
-                         'domains (384 pCPUs) instead')
+                         'domains (384 pCPUs), and without its banks, '
+                         'instead')
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(',')]
     targets = [('amd-2s-64c-nps4 (256 pCPUs, 8 nodes)',
                 hosts.load('amd-2s-64c-nps4')),
                ('generated 4s-60c-ht (480 pCPUs, 4 nodes)', host_480())]
     if args.genoa:
-        targets = [('genoa-2s-nps1 (384 pCPUs, 2 nodes, 24 L3)',
-                    hosts.load('genoa-2s-nps1'))]
+        # The same host without its banks: what alignment costs.
+        genoa = hosts.load('genoa-2s-nps1')
+        targets = [('genoa-2s-nps1 (384 pCPUs, 2 nodes, 24 L3)', genoa),
+                   ('genoa-2s-nps1 without banks (1 L3 per node)',
+                    hosts.strip_banks(genoa))]
     templates = [('nova (3.2 KB)', DOMAIN), ('small (0.4 KB)', SMALL_DOMAIN)]
     print('| host | domain XML | guests | modes | JSON + XML parse (ms) | '
           'plan command (ms) | plan / parse | per guest (us) | '

@@ -2,9 +2,9 @@
 
 The four hosts of ``FILES`` in tests/data/hosts come from the project's
 shared fixtures, the four of ``BANKED`` (the same layout, with libvirt's
-``<cache>`` banks) were written for issue 21; the rest are built here for the shapes real hosts have: offline CPUs, nodes
-of different sizes, a node with memory and no CPUs, siblings numbered next
-to each other, SMT4.
+``<cache>`` banks) were written for issue 21; the rest are built here for
+the shapes real hosts have: offline CPUs, nodes of different sizes, a node
+with memory and no CPUs, siblings numbered next to each other, SMT4.
 """
 
 import os
@@ -54,6 +54,15 @@ def capabilities(nodes, offline=(), memory_kib=16 * 1024 * 1024,
     return ("<capabilities><host><cpu><arch>x86_64</arch></cpu><topology>"
             "<cells num='%d'>%s</cells></topology>%s</host></capabilities>"
             % (len(nodes), ''.join(cells), cache))
+
+
+def strip_banks(xml):
+    """The capabilities ``xml`` without its ``<cache>`` banks: the host as
+    it was planned before banks were read."""
+    start = xml.find('<cache>')
+    if start < 0:
+        return xml
+    return xml[:start] + xml[xml.index('</cache>') + len('</cache>'):]
 
 
 def _ht(first_core, ncores, total_cores):

@@ -37,13 +37,6 @@ def guest(name, vcpus, node=0, pins=None):
         memory_by_node_kib={node: 1024})
 
 
-def strip_banks(xml):
-    start = xml.find('<cache>')
-    if start < 0:
-        return xml
-    return xml[:start] + xml[xml.index('</cache>') + len('</cache>'):]
-
-
 class TestTopology(testtools.TestCase):
 
     def test_real_shaped_hosts(self):
@@ -216,7 +209,7 @@ class TestPlanOutput(testtools.TestCase):
 
     def test_a_host_without_banks_prints_what_it_printed(self):
         for name in ('intel-2s-28c-ht', 'genoa-2s-nps1'):
-            caps = strip_banks(hosts.load(name))
+            caps = hosts.strip_banks(hosts.load(name))
             host = T(caps)
             guests = [guest('a', 6), guest('b', 3, node=1)]
             p = policy.make_plan(host, guests, policy.Options(
@@ -293,7 +286,7 @@ class TestL3Properties(testtools.TestCase):
     def test_alignment_never_fits_fewer_guests_one_to_one(self, case):
         caps, guests, options = case
         banked = policy.make_plan(T(caps), guests, options)
-        plain = policy.make_plan(T(strip_banks(caps)), guests, options)
+        plain = policy.make_plan(T(hosts.strip_banks(caps)), guests, options)
         self.assertEqual([gp.mode for gp in plain.guests],
                          [gp.mode for gp in banked.guests])
         for a, b in zip(plain.guests, banked.guests):
@@ -312,7 +305,7 @@ class TestL3Properties(testtools.TestCase):
     @hypothesis.given(banked_scenario())
     def test_one_domain_per_node_is_the_plan_without_banks(self, case):
         caps, guests, options = case
-        plain = T(strip_banks(caps))
+        plain = T(hosts.strip_banks(caps))
         per_node = hosts.capabilities(
             [[sorted(c) for c in plain.cores(n.cpus)]
              for n in plain.nodes.values()],

@@ -7,6 +7,7 @@ Intel SNC2: tests/unit/hosts.py) and properties over random banked hosts
 
 import json
 import random
+from unittest import mock
 
 import hypothesis
 from hypothesis import strategies as st
@@ -206,6 +207,30 @@ class TestPlanOutput(testtools.TestCase):
         text = render.plan_table(p, host, guests)
         self.assertEqual(24, text.count('\n  L3 '))
         self.assertIn('  L3 0-7,192-199\n  core     0   1', text)
+
+    def test_guests_sharing_a_pin_set_get_its_domains_once(self):
+        # 60 x 8 vCPUs oversubscribe Genoa's 384 pCPUs: every guest on
+        # the one host-range set; its 24 domains are found once.
+        host = genoa()
+        guests = [guest('g%02d' % i, 8, node=i % 2) for i in range(60)]
+        p = policy.make_plan(host, guests, policy.Options(
+            allocation_ratio=1.0))
+        self.assertEqual({plan_mod.HOST_RANGE},
+                         {gp.mode for gp in p.guests})
+        real = topology.HostTopology.l3_domains
+        calls = []
+
+        def counted(self, cpus):
+            calls.append(cpus)
+            return real(self, cpus)
+
+        with mock.patch.object(topology.HostTopology, 'l3_domains',
+                               counted):
+            data = plan_mod.to_json(p, [], host=host)
+        self.assertEqual(1, len(calls))
+        self.assertEqual([[cpuset.format(d) for d in real(host, p.pool)]]
+                         * 60, [g['l3_domains'] for g in data['guests']])
+        self.assertEqual(24, len(data['guests'][0]['l3_domains']))
 
     def test_a_host_without_banks_prints_what_it_printed(self):
         for name in ('intel-2s-28c-ht', 'genoa-2s-nps1'):

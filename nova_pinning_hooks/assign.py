@@ -61,6 +61,9 @@ def assign_node(host, pool, guests, trace=None):
         else []
     order = sorted(guests, key=lambda g: (len(result[g.uuid]) -
                                           g.vcpu_count, g.uuid))
+    # Each domain's cores, sorted once: every guest's pick reads them.
+    domain_cores = {d: host.cores(d) for d in domains} \
+        if len(domains) > 1 else {}
     split = {}
     for guest in order:
         kept = result[guest.uuid]
@@ -72,9 +75,9 @@ def assign_node(host, pool, guests, trace=None):
             trace.append((guest.uuid, len(missing), set(kept.values()),
                           {d: len(d - taken) for d in domains}))
         if len(domains) > 1:
-            area, why = _l3_area(host, len(missing), domains, taken,
-                                 set(kept.values()))
-            area_cores = host.cores(area)
+            area, why = _l3_area(len(missing), domains, domain_cores,
+                                 taken, set(kept.values()))
+            area_cores = domain_cores.get(area) or host.cores(area)
             if why:
                 split[guest.uuid] = why
         picked = _take(len(missing), area_cores, area, taken,
@@ -92,31 +95,31 @@ def assign_node(host, pool, guests, trace=None):
     return result, split
 
 
-def _l3_area(host, count, domains, taken, own):
-    """(the pCPUs to take ``count`` from, why they span L3 domains)."""
-    def free(d):
-        return d - taken
-
+def _l3_area(count, domains, domain_cores, taken, own):
+    """(the pCPUs to take ``count`` from, why they span L3 domains);
+    ``domain_cores``: each domain's cores."""
+    free = {d: d - taken for d in domains}  # once: read several times
     if own:
         home = [d for d in domains if d & own]
-        if len(home) == 1 and len(free(home[0])) >= count:
+        if len(home) == 1 and len(free[home[0]]) >= count:
             return home[0], None
-    fits = [d for d in domains if len(free(d)) >= count]
+    fits = [d for d in domains if len(free[d]) >= count]
     if fits:
         def fit(d):
-            whole = sum(len(c) for c in host.cores(d) if c <= free(d))
-            return (whole < count, len(free(d)), min(d))
+            avail = free[d]
+            whole = sum(len(c) for c in domain_cores[d] if c <= avail)
+            return (whole < count, len(avail), min(d))
         best = min(fits, key=fit)
         if own and not best & own:
             return best, ('its new vCPUs did not fit the L3 domain of its '
                           'kept pCPUs')
         return best, None
     area, got, used = frozenset(), 0, 0
-    for d in sorted(domains, key=lambda d: (-len(free(d)), min(d))):
+    for d in sorted(domains, key=lambda d: (-len(free[d]), min(d))):
         if got >= count:
             break
         area |= d
-        got += len(free(d))
+        got += len(free[d])
         used += 1
     return area, ('no L3 domain had room for it at its placement (split '
                   'over %d)' % used)

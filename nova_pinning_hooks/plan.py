@@ -140,6 +140,9 @@ def to_json(plan, change_list, host=None):
     gives exactly the form it gave before banks were read)."""
     fmt = cpuset.format
     banks = host is not None and bool(host.l3_of)
+    # A thousand host-range guests share one pin set: its L3 domains
+    # (a walk over every pCPU, and a format of each domain) once.
+    l3_text = {}
     guests = []
     for gp in plan.guests:
         pins = gp.vcpu_pins
@@ -160,8 +163,12 @@ def to_json(plan, change_list, host=None):
         if gp.numa_nodeset is not None:
             entry['numa_nodeset'] = fmt(gp.numa_nodeset)
         if banks:
-            entry['l3_domains'] = [fmt(d) for d in host.l3_domains(
-                gp.emulator_pin or ())]
+            cpus = gp.emulator_pin or frozenset()
+            text = l3_text.get(cpus)
+            if text is None:
+                text = l3_text[cpus] = [fmt(d) for d in host.l3_domains(
+                    cpus)]
+            entry['l3_domains'] = list(text)
         guests.append(entry)
     return {
         'version': 1,

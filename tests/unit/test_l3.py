@@ -6,7 +6,9 @@ Intel SNC2: tests/unit/hosts.py) and properties over random banked hosts
 """
 
 import json
+import os
 import random
+from unittest import mock
 
 import hypothesis
 from hypothesis import strategies as st
@@ -37,20 +39,22 @@ def guest(name, vcpus, node=0, pins=None):
         memory_by_node_kib={node: 1024})
 
 
-def strip_banks(xml):
-    start = xml.find('<cache>')
-    if start < 0:
-        return xml
-    return xml[:start] + xml[xml.index('</cache>') + len('</cache>'):]
-
-
 class TestTopology(testtools.TestCase):
 
     def test_real_shaped_hosts(self):
-        for name, nodes, domains, size in (
-                ('genoa-2s-nps1', 2, 24, 16), ('bergamo-2s-nps1', 2, 32, 16),
-                ('milan-2s-nps4', 8, 16, 16), ('intel-2s-snc2', 4, 4, 56)):
-            host = T(hosts.load(name))
+        self.assertEqual(set(hosts.BANKED), {
+            'genoa-2s-nps1', 'bergamo-2s-nps1', 'milan-2s-nps4',
+            'intel-2s-snc2'})
+        for name, cpus, banks, nodes, domains, size in (
+                ('genoa-2s-nps1', 384, 24, 2, 24, 16),
+                ('bergamo-2s-nps1', 512, 32, 2, 32, 16),
+                ('milan-2s-nps4', 256, 16, 8, 16, 16),
+                # One L3 per socket, as SNC reports it: split at the node.
+                ('intel-2s-snc2', 224, 2, 4, 4, 56)):
+            caps = hosts.load(name)
+            self.assertEqual(banks, caps.count("<bank id="), name)
+            host = T(caps)
+            self.assertEqual(cpus, len(host.cpus), name)
             found = set(host.l3_of.values())
             self.assertEqual((nodes, domains, {size}, ''),
                              (len(host.nodes), len(found),
@@ -62,6 +66,19 @@ class TestTopology(testtools.TestCase):
     def test_genoa_domain_is_a_ccd_with_its_siblings(self):
         host = genoa()
         self.assertEqual(cpuset.parse('8-15,200-207'), host.l3_of[8])
+
+    def test_epyc_siblings_are_n_and_n_plus_all_cores(self):
+        for name, first in (('genoa-2s-nps1', 192), ('bergamo-2s-nps1', 256),
+                            ('milan-2s-nps4', 128)):
+            host = T(hosts.load(name))
+            self.assertEqual(frozenset({5, 5 + first}), host.core_of[5],
+                             name)
+            self.assertEqual(16, len(host.l3_of[5 + first]), name)
+
+    def test_snc_sub_nodes_are_one_domain_each(self):
+        host = T(hosts.load('intel-2s-snc2'))
+        self.assertEqual(host.nodes[1].cpus, host.l3_of[28])
+        self.assertEqual(cpuset.parse('0-27,112-139'), host.l3_of[0])
 
     def test_without_banks_each_node_is_one_domain(self):
         host = T(hosts.load('intel-2s-28c-ht'))
@@ -192,9 +209,33 @@ class TestPlanOutput(testtools.TestCase):
         self.assertEqual(24, text.count('\n  L3 '))
         self.assertIn('  L3 0-7,192-199\n  core     0   1', text)
 
+    def test_guests_sharing_a_pin_set_get_its_domains_once(self):
+        # 60 x 8 vCPUs oversubscribe Genoa's 384 pCPUs: every guest on
+        # the one host-range set; its 24 domains are found once.
+        host = genoa()
+        guests = [guest('g%02d' % i, 8, node=i % 2) for i in range(60)]
+        p = policy.make_plan(host, guests, policy.Options(
+            allocation_ratio=1.0))
+        self.assertEqual({plan_mod.HOST_RANGE},
+                         {gp.mode for gp in p.guests})
+        real = topology.HostTopology.l3_domains
+        calls = []
+
+        def counted(self, cpus):
+            calls.append(cpus)
+            return real(self, cpus)
+
+        with mock.patch.object(topology.HostTopology, 'l3_domains',
+                               counted):
+            data = plan_mod.to_json(p, [], host=host)
+        self.assertEqual(1, len(calls))
+        self.assertEqual([[cpuset.format(d) for d in real(host, p.pool)]]
+                         * 60, [g['l3_domains'] for g in data['guests']])
+        self.assertEqual(24, len(data['guests'][0]['l3_domains']))
+
     def test_a_host_without_banks_prints_what_it_printed(self):
         for name in ('intel-2s-28c-ht', 'genoa-2s-nps1'):
-            caps = strip_banks(hosts.load(name))
+            caps = hosts.strip_banks(hosts.load(name))
             host = T(caps)
             guests = [guest('a', 6), guest('b', 3, node=1)]
             p = policy.make_plan(host, guests, policy.Options(
@@ -271,7 +312,7 @@ class TestL3Properties(testtools.TestCase):
     def test_alignment_never_fits_fewer_guests_one_to_one(self, case):
         caps, guests, options = case
         banked = policy.make_plan(T(caps), guests, options)
-        plain = policy.make_plan(T(strip_banks(caps)), guests, options)
+        plain = policy.make_plan(T(hosts.strip_banks(caps)), guests, options)
         self.assertEqual([gp.mode for gp in plain.guests],
                          [gp.mode for gp in banked.guests])
         for a, b in zip(plain.guests, banked.guests):
@@ -290,7 +331,7 @@ class TestL3Properties(testtools.TestCase):
     @hypothesis.given(banked_scenario())
     def test_one_domain_per_node_is_the_plan_without_banks(self, case):
         caps, guests, options = case
-        plain = T(strip_banks(caps))
+        plain = T(hosts.strip_banks(caps))
         per_node = hosts.capabilities(
             [[sorted(c) for c in plain.cores(n.cpus)]
              for n in plain.nodes.values()],
@@ -308,3 +349,87 @@ class TestIgnoredBanksAreSaid(testtools.TestCase):
         p = policy.make_plan(host, [], policy.Options(allocation_ratio=1.0))
         self.assertIn('L3 cache banks ignored (one domain per node): CPU 0 '
                       'is in two L3 banks', render.plan_table(p, host, []))
+
+
+# Hosts whose plans were frozen before banks were read (tests/data/
+# plans-before-l3.txt): written by the code of commit 7c9f0bc, which did
+# not read <cache>, so Genoa's banks were invisible to it.
+FROZEN_HOSTS = ('intel-2s-28c-ht', 'amd-2s-64c-nps4', 'offline-cpus',
+                'smt4', 'genoa-2s-nps1')
+FROZEN = os.path.join(hosts.DATA, '..', 'plans-before-l3.txt')
+
+
+def frozen_output(caps_of):
+    """Plans of seeded guest sets on ``FROZEN_HOSTS`` (capabilities from
+    ``caps_of(name)``), as the plan command prints them (JSON, then the
+    table) before and after a few guests came, went and grew. Uses only
+    what the code before banks had, so that it can write the file."""
+    out = []
+    for name in FROZEN_HOSTS:
+        host = T(caps_of(name))
+        rnd = random.Random(name)
+        cpus, nodes = sorted(host.cpus), list(host.nodes)
+        serial = iter(range(10 ** 6))
+
+        def boot(vcpus=None, rnd=rnd, name=name, cpus=cpus, nodes=nodes,
+                 serial=serial):
+            return _frozen_guest(rnd, name, next(serial), cpus, nodes,
+                                 vcpus)
+
+        # Over-full (node and host ranges) on the small hosts only: the
+        # big ones would print the same long ranges a hundred times.
+        for fill, ratio in ((0.6, 4.0), (1.5, 2.0))[:1 + (len(cpus) < 150)]:
+            guests, total = [], 0
+            while total < fill * len(cpus):
+                guests.append(boot())
+                total += guests[-1].vcpu_count
+            options = policy.Options(allocation_ratio=ratio,
+                                     reserved_cpus=frozenset(cpus[:1]))
+            first = policy.make_plan(host, guests, options)
+            later = applied(guests, first)
+            del later[rnd.randrange(len(later))]
+            later[rnd.randrange(len(later))] = boot(8)
+            later += [boot() for _ in range(3)]
+            for gs in (guests, later):
+                p = policy.make_plan(host, gs, options)
+                changes = plan_mod.changes(p, gs)
+                out.append('== %s fill %.1f ratio %.0f\n' % (
+                    name, fill, ratio))
+                data = plan_mod.to_json(p, changes)
+                # One line per guest: a difference names its guest.
+                out.extend(json.dumps(g, sort_keys=True) + '\n'
+                           for g in data.pop('guests'))
+                out.append(json.dumps(data, sort_keys=True) + '\n')
+                out.append(render.plan_table(p, host, gs, changes))
+    return ''.join(out)
+
+
+def _frozen_guest(rnd, host_name, i, cpus, nodes, vcpus=None):
+    vcpus = vcpus or rnd.choice([1, 2, 2, 4, 8])
+    pins = {}
+    if rnd.random() < 0.2:
+        pins = {v: str(rnd.choice(cpus)) for v in range(vcpus)}
+    mem = {rnd.choice(nodes): 1024}
+    if rnd.random() < 0.1:
+        mem = dict.fromkeys(rnd.sample(nodes, min(2, len(nodes))), 512)
+    return guest_mod.Guest.from_xml(
+        hosts.domain_xml('%s-%d' % (host_name, i), vcpus,
+                         uuid='%s-%04d' % (host_name, i), pins=pins),
+        memory_by_node_kib=mem)
+
+
+class TestPlansBeforeBanks(testtools.TestCase):
+    """A host without banks is planned byte for byte as before."""
+
+    def test_plans_and_tables_are_the_frozen_ones(self):
+        with open(FROZEN) as f:
+            frozen = f.read()
+        now = frozen_output(lambda n: hosts.strip_banks(hosts.load(n)))
+        self.assertEqual(frozen.splitlines(), now.splitlines())
+        self.assertGreater(frozen.count('"mode": "dedicated"'), 50)
+        self.assertGreater(frozen.count('"mode": "node-range"'), 10)
+
+
+if __name__ == '__main__':  # write the file (from the code before banks)
+    with open(FROZEN, 'w') as out:
+        out.write(frozen_output(hosts.load))

@@ -153,6 +153,23 @@ class TestSameAsTheWholeHost(testtools.TestCase):
         # passes planned only what changed.
         self.assertLess(planner.whole, 40)
 
+    def test_a_long_day_on_hosts_with_l3_domains(self):
+        # Real-shaped banks (several L3 domains per node) with the host
+        # mostly one-to-one: where alignment picks the pCPUs.
+        for name in ('genoa-2s-nps1', 'milan-2s-nps4'):
+            host = named_host(name)
+            self.assertTrue(host.l3_of, name)
+            options = policy.Options(allocation_ratio=4.0,
+                                     reserved_cpus=frozenset({0, 1}))
+            rnd = random.Random(21)
+            guests = [a_guest(rnd, host, 'i%04d' % i, True)
+                      for i in range(30)]
+            p = policy.make_plan(host, guests, options)
+            self.assertGreater(sum(gp.mode == plan_mod.DEDICATED
+                                   for gp in p.guests), 10, name)
+            self.run_passes(host, guests, options, 21, 60, True,
+                            confirm_rate=1.0)
+
 
 class TestScope(testtools.TestCase):
     """What an incremental plan touches."""

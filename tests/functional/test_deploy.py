@@ -14,6 +14,7 @@
 Not run here (no container engine): ``kolla-build`` and ``docker build``.
 """
 
+import atexit
 import json
 import os
 import re
@@ -60,6 +61,7 @@ class DebianVenv:
     def get(cls, test):
         if cls.path is None:
             path = tempfile.mkdtemp(prefix='nph-debian-venv.')
+            atexit.register(shutil.rmtree, path, True)
             subprocess.run([SYSTEM_PYTHON, '-m', 'venv',
                             '--system-site-packages', path], check=True,
                            timeout=300)

@@ -42,6 +42,10 @@ Invariants:
 * With ``kernel_affinity`` (the default), the live snapshot also carries
   each vCPU thread's affinity as the kernel enforces it
   (``qemuproc.vcpu_affinity``), so drift behind libvirt's back is seen.
+* A qemu pid from libvirt is read through /proc only once proven to be
+  that guest's qemu here (``qemuproof``: another PID namespace, such as
+  kolla's nova_compute, numbers processes differently); without proof the
+  guest's memory placement, affinity and schedstat are unknown ({}).
 * ``vcpu_stats`` reads every running guest's vCPU counters in one bulk
   call (``virConnectGetAllDomainStats``), counted as one read; a guest
   for which libvirt reports no ``vcpu.N.delay`` gets both counters from
@@ -75,6 +79,7 @@ from nova_pinning_hooks import cpuset
 from nova_pinning_hooks import hung
 from nova_pinning_hooks import memplace
 from nova_pinning_hooks import qemuproc
+from nova_pinning_hooks import qemuproof
 from nova_pinning_hooks import timedcall
 
 LOG = logging.getLogger(__name__)
@@ -214,6 +219,7 @@ class Host:
         self.call_timeout = getattr(group, 'libvirt_call_timeout', 30.0)
         self.kernel_affinity = getattr(group, 'kernel_affinity', True)
         self.run_dir = run_dir
+        self.proof = qemuproof.Proof()  # pids from libvirt, proven here
         self._memory_reader = memory_reader or self._memory_from_proc
         self._conn = None
         self._caps = None
@@ -507,25 +513,27 @@ class Host:
             sample[dom.UUIDString()] = {'name': name, 'vcpus': vcpus}
         return taken, sample
 
-    def _schedstat(self, name):
+    def _proven(self, name, reader):
+        """``reader(pid)`` of the guest's qemu, or None: no pid, or no
+        proof that the pid is its qemu here (``qemuproof``)."""
         pid = qemu_pid(name, self.run_dir)
         if not pid:
-            return {}
+            return None
+        return self.proof.read(name, pid, reader)
+
+    def _schedstat(self, name):
+        found = self._proven(name, qemuproc.vcpu_schedstat) or {}
         return {v: {'time': t, 'delay': d} for v, (t, d) in
-                sorted(qemuproc.vcpu_schedstat(pid).items())}
+                sorted(found.items())}
 
     def _memory_from_proc(self, name):
-        pid = qemu_pid(name, self.run_dir)
-        if not pid:
-            return {}
-        return memplace.memory_by_node(pid, fallback=read_memory_by_node)
+        return self._proven(name, lambda pid: memplace.memory_by_node(
+            pid, fallback=read_memory_by_node)) or {}
 
     def _affinity(self, name):
-        pid = qemu_pid(name, self.run_dir)
-        if not pid:
-            return {}
+        found = self._proven(name, qemuproc.vcpu_affinity) or {}
         return {str(v): cpuset.format(cpus) for v, cpus in
-                sorted(qemuproc.vcpu_affinity(pid).items())}
+                sorted(found.items())}
 
     def _cpumap(self, cpus):
         if self._ncpus is None:

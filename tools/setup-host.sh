@@ -22,7 +22,10 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           # and its ext4 file systems
           qemu-utils e2fsprogs
           # the real Prometheus of the functional tests, and promtool
-          prometheus prometheus-node-exporter)
+          prometheus prometheus-node-exporter
+          # the distribution-package steps of doc/source/deploy.rst
+          # (tests/functional/test_deploy.py): Debian's own nova
+          python3-nova python3-libvirt python3-pip)
 uri=qemu:///system
 state=/run/nova-pinning-hooks
 

@@ -79,12 +79,20 @@ def plan_and_sample(rec, interval):
                                                changes)
 
 
+def _unknown_facts(rec):
+    """{guest name: why} of the guests whose qemu process could not be
+    proven here (``qemuproof``): their /proc facts are unknown."""
+    proof = getattr(rec.host(), 'proof', None)
+    return proof.unknown() if proof is not None else {}
+
+
 @_guard
 def cmd_status(conf):
     rec = _reconciler(conf)
     try:
         snap, p, changes, measured = plan_and_sample(rec,
                                                      conf.command.interval)
+        unknown = _unknown_facts(rec)
     finally:
         rec.close()
     threshold = conf.nova_pinning.steal_warning_percent
@@ -102,6 +110,9 @@ def cmd_status(conf):
                 str(v): {'libvirt': fmt(pin), 'kernel': fmt(cpus)}
                 for v, (pin, cpus) in
                 sorted(drift.get(entry['uuid'], {}).items())}
+            entry['kernel_facts'] = ('unknown' if entry['name'] in unknown
+                                     else 'read')
+        data['kernel_facts_unknown'] = unknown
         data['isolation'] = iso
         data['allocation_ratio_source'] = source
         if measured is not None:
@@ -119,6 +130,9 @@ def cmd_status(conf):
                      '(a pass repairs it)\n' % (render.printable(names[uuid]),
                                                 v, fmt(cpus),
                                                 fmt(pin)))
+    for name, why in unknown.items():
+        text += ('kernel facts unknown: %s: %s (memory placement from '
+                 'libvirt, no drift check)\n' % (name, why))
     if measured is not None:
         text += '\n' + '\n'.join(stealview.lines(measured,
                                                  threshold)) + '\n'

@@ -166,6 +166,9 @@ class TestSampling(testtools.TestCase):
             seen.append(pid)
             return {0: (11, 22)}
         self.patch(virt, 'qemu_pid', lambda name, run_dir: 4242)
+        # The pid is taken as that guest's qemu (qemuproof proves it).
+        self.patch(self.host.proof, 'read',
+                   lambda name, pid, reader: reader(pid))
         self.patch(qemuproc, 'vcpu_schedstat', schedstat)
         _, sample = self.host.vcpu_stats()
         # Both counters from schedstat, never libvirt's time with it.

@@ -247,3 +247,21 @@ class TestMemoryFromProc(testtools.TestCase):
             f.write('1234\n')
         self.assertEqual(1234, virt.qemu_pid('g', tmp))
         self.assertIsNone(virt.qemu_pid('other', tmp))
+
+
+class TestUnprovenPid(testtools.TestCase):
+    """A pid file naming a process that is not the guest's qemu here
+    (another PID namespace): nothing is read from that process."""
+
+    def test_other_process_gives_unknown_facts(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.FakeLogger())
+        # This test's own process stands for the wrong one: it has memory
+        # and threads of its own, and its command line names no guest.
+        with open(os.path.join(tmp, 'g.pid'), 'w') as f:
+            f.write('%d\n' % os.getpid())
+        host = virt.Host('qemu:///system', run_dir=tmp)
+        self.assertEqual({}, host._memory_from_proc('g'))
+        self.assertEqual({}, host._affinity('g'))
+        self.assertEqual({}, host._schedstat('g'))
+        self.assertIn('is not its qemu', host.proof.unknown()['g'])

@@ -483,12 +483,16 @@ class Host:
 
     def _vcpu_counts(self):
         conn = self._connection()
+        # NOWAIT: a guest held by a job of libvirt's is reported without
+        # what needs its monitor (its vCPU count is still there) instead
+        # of making the poll wait for the job.
         records = self._call(
             'read', 'getAllDomainStats', conn.getAllDomainStats,
             libvirt.VIR_DOMAIN_STATS_VCPU,
-            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
+            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE |
+            getattr(libvirt, 'VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT', 0))
         return {dom.UUIDString(): int(stats.get('vcpu.current', 0) or 0)
-                for dom, stats in records}
+                for dom, stats in records if 'vcpu.current' in stats}
 
     def _vcpu_stats(self):
         conn = self._connection()

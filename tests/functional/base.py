@@ -93,8 +93,11 @@ class FunctionalTestCase(testtools.TestCase):
 
     def destroy_leftovers(self):
         for dom in self.conn.listAllDomains():
-            if dom.name().startswith(PREFIX) and dom.isActive():
-                dom.destroy()
+            try:
+                if dom.name().startswith(PREFIX) and dom.isActive():
+                    dom.destroy()
+            except self.libvirt.libvirtError:
+                pass  # it ended between the listing and the destroy
 
     def boot(self, name, vcpus=1, current=None):
         """Start a tiny guest (no disk; it spins in SeaBIOS); always

@@ -1,11 +1,14 @@
 #!/bin/bash
 # Run every test suite of nova-pinning-hooks on this machine, as root:
 # lint, unit, functional (a real libvirtd with real qemu guests, pins
-# checked in /proc), and the nova integration tests against nova from PyPI.
+# checked in /proc), and the nova integration tests against nova from PyPI:
+# the oldest (29) and newest (34) nova releases the package supports.
 # It installs what it needs itself (Debian packages, libvirtd, tox).
 #
-#   tools/run-tests.sh            # everything
-#   tools/run-tests.sh py3 pep8   # chosen tox environments only
+#   tools/run-tests.sh              # everything, nova 29 and 34
+#   tools/run-tests.sh py3 pep8     # chosen tox environments only
+#   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
+#                                   # release, 29 to 34 (doc/source/nova.rst)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -15,12 +18,22 @@ if [ "$(id -u)" != 0 ]; then
     exit 2
 fi
 
-envs=("$@")
-[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional nova nova-functional)
+releases=(29 30 31 32 33 34)
+envs=()
+for e in "$@"; do
+    case "$e" in
+        nova-matrix) for n in "${releases[@]}"; do envs+=("nova-functional-$n"); done ;;
+        nova|nova-functional) envs+=("$e-${releases[-1]}") ;;  # old names
+        *) envs+=("$e") ;;
+    esac
+done
+[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional
+    "nova-${releases[0]}" "nova-${releases[-1]}"
+    "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}")
 
 needs_host=0
 for e in "${envs[@]}"; do
-    case "$e" in functional|nova|nova-functional) needs_host=1 ;; esac
+    case "$e" in functional|nova-*) needs_host=1 ;; esac
 done
 if [ "$needs_host" = 1 ]; then
     tools/setup-host.sh
@@ -48,9 +61,12 @@ for e in "${envs[@]}"; do
         status=1
         echo "=== tox -e $e FAILED ===" >&2
     fi
-    if [ "$e" != pep8 ] && [ -x ".tox/$e/bin/stestr" ]; then
+    # nova-N and nova-functional-N share the virtualenv .tox/nova-N.
+    envdir=".tox/$e"
+    case "$e" in nova-*) envdir=".tox/nova-${e##*-}" ;; esac
+    if [ "$e" != pep8 ] && [ -x "$envdir/bin/stestr" ]; then
         # Each tox env ran stestr last; read its counts back.
-        counts=$(".tox/$e/bin/stestr" last 2>/dev/null | \
+        counts=$("$envdir/bin/stestr" last 2>/dev/null | \
                  sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p' \
                  || true)  # stestr last exits 1 after a failed run
         p=$(awk '$1=="Passed"{print $2}' <<<"$counts"); p=${p:-0}

@@ -61,9 +61,11 @@ for e in "${envs[@]}"; do
         status=1
         echo "=== tox -e $e FAILED ===" >&2
     fi
-    # nova-N and nova-functional-N share the virtualenv .tox/nova-N.
-    envdir=".tox/$e"
-    case "$e" in nova-*) envdir=".tox/nova-${e##*-}" ;; esac
+    envdir=".tox/$e"  # as tox.ini sets env_dir
+    case "$e" in
+        nova-functional-*) envdir=".tox/nova-${e##*-}" ;;
+        nova-*) envdir=".tox/$e-env" ;;
+    esac
     if [ "$e" != pep8 ] && [ -x "$envdir/bin/stestr" ]; then
         # Each tox env ran stestr last; read its counts back.
         counts=$("$envdir/bin/stestr" last 2>/dev/null | \

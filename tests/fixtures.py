@@ -69,3 +69,32 @@ def run_agent(test, agent, join_timeout=10):
     test.addCleanup(thread.join, join_timeout)
     test.addCleanup(stop.set)
     return agent
+
+
+class FakeNovaLibvirtFixture(fixtures.Fixture):
+    """Stands in for nova's libvirt driver class and libvirt migration
+    module where nova is not installed (unit and functional tests), with
+    what ``nova_pinning_hooks.nova.compat`` requires; ``agent.activate``
+    finds them through ``migration._driver_class``/``_module``."""
+
+    def _setUp(self):
+        import types
+
+        class LibvirtDriver:
+            def update_provider_tree(self, provider_tree, nodename,
+                                     allocations=None):
+                return None
+
+            def _get_existing_domain_xml(self, instance, network_info,
+                                         block_device_info=None):
+                return '<domain/>'
+
+        self.driver_cls = LibvirtDriver
+        self.module = types.ModuleType('fake_nova_libvirt_migration')
+        self.module.get_updated_guest_xml = lambda *a, **k: '<domain/>'
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.migration._driver_class',
+            lambda: self.driver_cls))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.migration._module',
+            lambda: self.module))

@@ -3,11 +3,14 @@
 # lint, unit, functional (a real libvirtd with real qemu guests, pins
 # checked in /proc), the VM tests (a 2-socket SMT host with systemd and
 # cgroup v2, booted under qemu), and the nova integration tests against
-# nova from PyPI.
+# nova from PyPI: the oldest (29) and newest (34) nova releases the
+# package supports.
 # It installs what it needs itself (Debian packages, libvirtd, tox).
 #
-#   tools/run-tests.sh            # everything
-#   tools/run-tests.sh py3 pep8   # chosen tox environments only
+#   tools/run-tests.sh              # everything, nova 29 and 34
+#   tools/run-tests.sh py3 pep8     # chosen tox environments only
+#   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
+#                                   # release, 29 to 34 (doc/source/nova.rst)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -17,12 +20,22 @@ if [ "$(id -u)" != 0 ]; then
     exit 2
 fi
 
-envs=("$@")
-[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional vm nova nova-functional)
+releases=(29 30 31 32 33 34)
+envs=()
+for e in "$@"; do
+    case "$e" in
+        nova-matrix) for n in "${releases[@]}"; do envs+=("nova-functional-$n"); done ;;
+        nova|nova-functional) envs+=("$e-${releases[-1]}") ;;  # old names
+        *) envs+=("$e") ;;
+    esac
+done
+[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional vm
+    "nova-${releases[0]}" "nova-${releases[-1]}"
+    "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}")
 
 needs_host=0
 for e in "${envs[@]}"; do
-    case "$e" in functional|vm|nova|nova-functional) needs_host=1 ;; esac
+    case "$e" in functional|vm|nova-*) needs_host=1 ;; esac
 done
 if [ "$needs_host" = 1 ]; then
     tools/setup-host.sh
@@ -65,9 +78,14 @@ for e in "${envs[@]}"; do
         status=1
         echo "=== tox -e $e FAILED ===" >&2
     fi
-    if [ "$e" != pep8 ] && [ -x ".tox/$e/bin/stestr" ]; then
+    envdir=".tox/$e"  # as tox.ini sets env_dir
+    case "$e" in
+        nova-functional-*) envdir=".tox/nova-${e##*-}" ;;
+        nova-*) envdir=".tox/$e-env" ;;
+    esac
+    if [ "$e" != pep8 ] && [ -x "$envdir/bin/stestr" ]; then
         # Each tox env ran stestr last; read its counts back.
-        counts=$(".tox/$e/bin/stestr" last 2>/dev/null | \
+        counts=$("$envdir/bin/stestr" last 2>/dev/null | \
                  sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p' \
                  || true)  # stestr last exits 1 after a failed run
         p=$(awk '$1=="Passed"{print $2}' <<<"$counts"); p=${p:-0}

@@ -273,27 +273,34 @@ def in_nova_compute():
     return 'nova.cmd.compute' in sys.modules or argv0 == 'nova-compute'
 
 
-def _install_driver_hooks(driver_cls=None):
+def _install_driver_hooks(driver_cls, migration_module):
     """The allocation-ratio hook and the live migration XML filter, on
-    nova's libvirt driver. Logged, never raised, if this nova lacks it."""
+    nova's libvirt driver (``compat.lacking`` checked them first)."""
     from nova_pinning_hooks.nova import hookpoints
     from nova_pinning_hooks.nova import migration
+    hookpoints.install(driver_cls, ['update_provider_tree'], RATIO_HOOK)
+    migration.install(module=migration_module, driver_cls=driver_cls)
+
+
+def _nova_libvirt(driver_cls, migration_module):
+    """nova's LibvirtDriver and libvirt migration module, unless given;
+    (None, None) when this nova has no libvirt driver to import."""
+    from nova_pinning_hooks.nova import migration
     try:
-        if driver_cls is None:
-            from nova.virt.libvirt import driver as libvirt_driver
-            driver_cls = libvirt_driver.LibvirtDriver
-        hookpoints.install(driver_cls, ['update_provider_tree'], RATIO_HOOK)
-        migration.install(driver_cls=driver_cls)
-    except Exception:
-        LOG.exception('nova-pinning-hooks: libvirt driver hooks not '
-                      'installed: the ratio stays the configured one and '
-                      'live migrations carry our pins')
+        return (driver_cls or migration._driver_class(),
+                migration_module or migration._module())
+    except Exception as exc:  # ImportError, or nova failing to import
+        LOG.debug('nova-pinning-hooks: nova.virt.libvirt: %s', exc)
+        return None, None
 
 
-def activate(conf, manager_cls=None, driver_cls=None):
+def activate(conf, manager_cls=None, driver_cls=None,
+             migration_module=None):
     """Switch nova-pinning-hooks on in this nova-compute; idempotent.
 
-    Returns the Agent, or None when switched off or not in nova-compute.
+    Returns the Agent, or None when switched off, or when this nova lacks
+    something the package relies on (``compat``: one error line, nothing
+    installed).
     """
     global _AGENT
     with _ACTIVATION_LOCK:
@@ -304,13 +311,21 @@ def activate(conf, manager_cls=None, driver_cls=None):
             LOG.info('nova-pinning-hooks: disabled ([nova_pinning] '
                      'enabled = false)')
             return None
+        from nova_pinning_hooks.nova import compat
         from nova_pinning_hooks.nova import hookpoints
         if manager_cls is None:
             from nova.compute import manager as compute_manager
             manager_cls = compute_manager.ComputeManager
+        driver_cls, migration_module = _nova_libvirt(driver_cls,
+                                                     migration_module)
+        lacking = compat.lacking(driver_cls, migration_module)
+        if lacking:
+            LOG.error('nova-pinning-hooks: not activated, nothing hooked: '
+                      'this nova lacks %s', ', '.join(lacking))
+            return None
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)
-        _install_driver_hooks(driver_cls)
+        _install_driver_hooks(driver_cls, migration_module)
         # Load the hooks now, not on nova's thread at its first operation.
         from nova_pinning_hooks.nova import hooks
         hooks.manager(conf.nova_pinning.hook_name)

@@ -9,6 +9,7 @@ guest's vCPU threads are pinned, as /proc shows.
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
+from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import register_nova_options
 from tests.functional import base
 
@@ -25,6 +26,7 @@ class TestHookedOperation(base.FunctionalTestCase):
 
         self.addCleanup(agent.deactivate)
         self.addCleanup(hooks.reset)
+        self.useFixture(FakeNovaLibvirtFixture())  # nova is not installed
         self.cf.config(group='nova_pinning', coalesce_delay=0,
                        periodic_interval=0)
         conf = self.conf
@@ -63,6 +65,7 @@ class TestEventsInNovaCompute(base.FunctionalTestCase):
 
         self.addCleanup(agent.deactivate)
         self.addCleanup(hooks.reset)
+        self.useFixture(FakeNovaLibvirtFixture())  # nova is not installed
         self.cf.config(group='nova_pinning', periodic_interval=0,
                        reserved_cpus='0',
                        hooked_methods=['init_host'])

@@ -75,7 +75,12 @@ for info in pkgutil.walk_packages(nova_pinning_hooks.__path__,
     importlib.import_module(info.name)
     imported.append(info.name)
 
+from nova import monkey_patch  # noqa: E402
+
 report = {'mode': mode, 'imported': imported,
+          # nova 32 and later: a native threading mode that forbids
+          # eventlet; before, the variable only leaves eventlet unpatched.
+          'native_threading': hasattr(monkey_patch, 'poison_eventlet'),
           'eventlet_loaded': 'eventlet' in sys.modules,
           'eventlet_patched': agent.eventlet_patched()}
 a = agent.current()

@@ -325,8 +325,8 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         self.migrate_from, self.migrate_to = self.host_of(server), down
         if self.ACTIVE:
             self.pin_on_source(server)
-        server = step('live migrate', lambda: self._live_migrate(
-            server, host=self.migrate_to))
+        server = step('live migrate', lambda: self._live_migrate_to(
+            server, self.migrate_to))
         step('delete', lambda: self._delete_server(server))
         return results, requests
 
@@ -336,6 +336,24 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
             .get_connection()
         self.unrescued_xml = conn.lookupByUUIDString(server['id']).XMLDesc(0)
         return server
+
+    # nova 33's integrated_helpers has these; nova 29's does not.
+    def _rescue_server(self, server):
+        self.api.post_server_action(
+            server['id'], {'rescue': {'adminPass': 'MySecretPass'}})
+        return self._wait_for_state_change(server, 'RESCUE')
+
+    def _unrescue_server(self, server):
+        self.api.post_server_action(server['id'], {'unrescue': None})
+        return self._wait_for_state_change(server, 'ACTIVE')
+
+    def _live_migrate_to(self, server, host):
+        # nova 29's _live_migrate takes no host (nova 33's does).
+        self.api.post_server_action(
+            server['id'],
+            {'os-migrateLive': {'host': host, 'block_migration': 'auto'}})
+        self._wait_for_migration_status(server, ['completed'])
+        return self._wait_for_state_change(server, 'ACTIVE')
 
     def _pause_server(self, server):
         self.api.post_server_action(server['id'], {'pause': {}})

@@ -17,6 +17,7 @@ from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
 from tests.fixtures import FakeLibvirtFixture
+from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import register_nova_options
 from tests.unit import hosts
 from tests.unit.nova.test_hooks import FakeManager
@@ -46,6 +47,7 @@ class AgentTestCase(testtools.TestCase):
         self.cls = type('Manager', (FakeManager,), dict(vars(FakeManager)))
         self.fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('small-1node'))).host
+        self.nova = self.useFixture(FakeNovaLibvirtFixture())
 
 
 class TestActivate(AgentTestCase):
@@ -71,6 +73,61 @@ class TestActivate(AgentTestCase):
         self.cls().stop_instance('ctx', 'inst')
         self.assertTrue(a.coalescer.request('after', wait=True, timeout=10))
         self.assertEqual(1, len(self.fake.by_name('new').vcpu_pins))
+
+    def assertNotActivated(self, conf, logs, lacking):
+        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        # Nothing hooked, nothing wrapped, no agent: not half-activated.
+        self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
+        self.assertIsNone(getattr(self.nova.module.get_updated_guest_xml,
+                                  '_nova_pinning_strip', None))
+        self.assertFalse(vars(self.nova.driver_cls).get(
+            'update_provider_tree').__dict__.get('_nova_pinning_hook'))
+        self.assertFalse(agent.request_pass('x'))
+        self.assertFalse(os.path.exists(conf.nova_pinning.overcommit_file))
+        lines = [line for line in logs.output.splitlines()
+                 if 'not activated' in line]
+        self.assertEqual(1, len(lines), logs.output)
+        self.assertIn('this nova lacks ' + lacking, lines[0])
+
+    def test_a_nova_without_the_unrescue_xml_method_is_refused(self):
+        conf = nova_like_conf(self)
+        logs = self.useFixture(fixtures.FakeLogger())
+        del self.nova.driver_cls._get_existing_domain_xml
+        self.assertNotActivated(
+            conf, logs, 'LibvirtDriver._get_existing_domain_xml')
+
+    def test_a_nova_whose_provider_tree_hook_differs_is_refused(self):
+        conf = nova_like_conf(self)
+        logs = self.useFixture(fixtures.FakeLogger())
+
+        def update_provider_tree(self, tree, node, allocations=None):
+            pass
+        self.nova.driver_cls.update_provider_tree = update_provider_tree
+        self.assertNotActivated(
+            conf, logs, 'LibvirtDriver.update_provider_tree(self, '
+            'provider_tree, nodename, ...)')
+
+    def test_a_nova_without_the_migration_xml_function_is_refused(self):
+        conf = nova_like_conf(self)
+        logs = self.useFixture(fixtures.FakeLogger())
+        del self.nova.module.get_updated_guest_xml
+        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
+        self.assertIn('this nova lacks nova.virt.libvirt.migration.'
+                      'get_updated_guest_xml', logs.output)
+
+    def test_without_novas_libvirt_driver_nothing_is_hooked(self):
+        conf = nova_like_conf(self)
+        logs = self.useFixture(fixtures.FakeLogger())
+
+        def no_nova():
+            raise ImportError('No module named nova')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.migration._driver_class', no_nova))
+        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
+        self.assertIn('this nova lacks nova.virt.libvirt (not importable)',
+                      logs.output)
 
     def test_disabled_installs_nothing(self):
         conf = nova_like_conf(self, enabled=False)

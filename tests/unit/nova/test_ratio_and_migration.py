@@ -30,6 +30,10 @@ class FakeDriver:
         provider_tree.inventory = {'VCPU': {
             'total': 2, 'allocation_ratio': self.ratio}}
 
+    def _get_existing_domain_xml(self, instance, network_info,
+                                 block_device_info=None):
+        return '<domain/>'
+
 
 class TestRatioFromTheProviderTree(AgentTestCase):
 

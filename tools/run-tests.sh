@@ -66,6 +66,7 @@ export NPH_FUNCTIONAL_REQUIRED=1
 export HYPOTHESIS_PROFILE=ci
 
 passed=0; failed=0; skipped=0; status=0
+failures=()  # "env: test id" of every failed test, repeated at the end
 for e in "${envs[@]}"; do
     echo "=== tox -e $e ==="
     rm -rf .stestr  # so that 'stestr last' can only report this env's run
@@ -93,11 +94,19 @@ for e in "${envs[@]}"; do
         s=$(awk '$1=="Skipped"{print $2}' <<<"$counts"); s=${s:-0}
         echo "=== $e: $p passed, $f failed, $s skipped ==="
         passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+        if [ "$f" != 0 ]; then
+            while read -r t; do
+                [ -n "$t" ] && failures+=("$e: $t")
+            done < <("$envdir/bin/stestr" failing --list 2>/dev/null || true)
+        fi
         if [ "$p" = 0 ]; then
             echo "=== $e ran no test ===" >&2
             status=1
         fi
     fi
 done
+# CI shows the head and the tail of this output: name what failed here,
+# where it can be read without the whole log.
+for t in "${failures[@]}"; do echo "FAILED $t"; done
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Run every test suite of nova-pinning-hooks on this machine, as root:
-# lint, unit, functional (a real libvirtd with real qemu guests, pins
+# lint, the docs and release notes (built with warnings as errors), unit,
+# functional (a real libvirtd with real qemu guests, pins
 # checked in /proc), the VM tests (a 2-socket SMT host with systemd and
 # cgroup v2, booted under qemu), and the nova integration tests against
 # nova from PyPI: the oldest (29) and newest (34) nova releases the
@@ -29,7 +30,7 @@ for e in "$@"; do
         *) envs+=("$e") ;;
     esac
 done
-[ ${#envs[@]} -gt 0 ] || envs=(pep8 py3 functional vm
+[ ${#envs[@]} -gt 0 ] || envs=(pep8 docs releasenotes py3 functional vm
     "nova-${releases[0]}" "nova-${releases[-1]}"
     "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}")
 

@@ -6,6 +6,8 @@ after the operation returns the pass runs in the agent's thread and the
 guest's vCPU threads are pinned, as /proc shows.
 """
 
+from testtools.content import text_content
+
 from nova_pinning_hooks import cpuset
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
@@ -91,4 +93,7 @@ class TestEventsInNovaCompute(base.FunctionalTestCase):
         self.assertGreater(a.coalescer.passes, passes)
         self.assertIn('LIFECYCLE event of %s' % dom.name(),
                       [r for _, _, r in a.requests])
-        self.assertLess(pinned - created, 2.0)
+        # How long it took is a detail, not a bound (periodic passes are
+        # off: only an event can have pinned it).
+        self.addDetail('created->pinned', text_content(
+            '%.3f s' % (pinned - created)))

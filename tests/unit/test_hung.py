@@ -83,6 +83,14 @@ class TestHungDaemon(testtools.TestCase):
         before = counts()
         first = self.connect()
         self.assertIn('did not return within', first)
+        # The daemon's end of that connection is a descriptor of this
+        # process too, made by the daemon's own thread: wait for it
+        # rather than count before it exists on a loaded machine.
+        for _ in range(100):
+            if self.daemon.clients:
+                break
+            threading.Event().wait(0.05)
+        self.assertEqual(1, len(self.daemon.clients))
         after_first = counts()
         for _ in range(40):
             self.assertIn('libvirtd does not answer', self.connect())

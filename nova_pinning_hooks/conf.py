@@ -222,13 +222,14 @@ pinning_opts = [
                 'every domain again, catching what no event tells (a '
                 'vCPU thread moved behind libvirt\'s back). 0: never.'),
     FloatOpt('vcpu_poll_interval', default=1.0, min=0.0, max=MAX_SECONDS,
-             help='Long-lived passes: every this many seconds, one '
-                  'libvirt call reads how many vCPUs each running guest '
-                  'has, and a guest whose count changed is read and bound '
-                  'again. libvirt (9.0) raises no event for a vCPU '
-                  'hot-plugged with "virsh setvcpus --live": without '
-                  'this, the new vCPU runs anywhere until the next '
-                  'resync. 0: never.'),
+             help='Long-lived passes: every this many seconds, libvirt '
+                  'is asked how many vCPUs each running guest has (a '
+                  'listing and one call a guest, answered from its live '
+                  'definition without qemu\'s monitor), and a guest '
+                  'whose count changed is read and bound again. libvirt '
+                  '(9.0) raises no event for a vCPU hot-plugged with '
+                  '"virsh setvcpus --live": without this, the new vCPU '
+                  'runs anywhere until the next resync. 0: never.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

@@ -28,10 +28,12 @@ Invariants:
   the service;
 * libvirt raises no event for a vCPU hot-plugged with ``setvcpus
   --live``: every ``vcpu_poll_interval`` seconds (1) a poll is queued
-  like a request; on the pass thread, one call reads every running
-  guest's vCPU count, a guest whose count changed is marked in the model,
-  and a pass runs only if one did or another request is pending (an
-  unchanged host costs that one call);
+  like a request; on the pass thread, a listing and one call a running
+  guest (``virt.Host.vcpu_counts``: libvirt's live definition, never
+  qemu's monitor) read every vCPU count, a guest whose count changed is
+  marked in the model, and a pass runs only if one did or another
+  request is pending (an unchanged host costs those calls and nothing
+  else);
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``metrics.PassMetrics``); a failure there is a logged warning. With

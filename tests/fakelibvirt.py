@@ -265,6 +265,15 @@ class FakeDomain:
         self._call('isActive')
         return int(self.active)
 
+    def vcpusFlags(self, flags=0):  # noqa: N802
+        """Online vCPUs of the live definition (libvirt: no job, no
+        monitor for AFFECT_LIVE)."""
+        self._live('vcpusFlags')
+        if flags != VIR_DOMAIN_AFFECT_LIVE:
+            raise libvirtError('test expects AFFECT_LIVE only, got %r'
+                               % flags, VIR_ERR_INVALID_ARG)
+        return self.vcpus
+
     def XMLDesc(self, flags=0):  # noqa: N802
         self._call('XMLDesc')
         tune = ''.join("<vcpupin vcpu='%d' cpuset='%s'/>" % (v, _fmt(c))

@@ -51,6 +51,11 @@ Invariants:
   for which libvirt reports no ``vcpu.N.delay`` gets both counters from
   its vCPU threads' ``schedstat`` instead (``qemuproc.vcpu_schedstat``),
   never a mix of the two sources.
+* ``vcpu_counts`` (the hot-plug poll, every second) lists the running
+  domains and asks each one's online vCPU count from libvirt's live
+  definition (``vcpusFlags(AFFECT_LIVE)``): a read per guest, never a job
+  on the guest or a round trip to its qemu monitor, which the bulk stats'
+  vCPU group makes for every guest.
 * Incremental reads (``read_snapshot(model)``, ``model.HostModel``): one
   listing call, then ``XMLDesc``, memory placement and thread affinity
   only for the domains the model cannot vouch for. A connection opened

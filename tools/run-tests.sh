@@ -69,6 +69,13 @@ export HYPOTHESIS_PROFILE=ci
 passed=0; failed=0; skipped=0; status=0
 failures=()  # "env: test id" of every failed test, repeated at the end
 for e in "${envs[@]}"; do
+    if [ "$e" = releasenotes ] && \
+            [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+        # reno reads the notes' history from git and fails on a shallow
+        # clone (a parent commit it cannot find); said, not hidden.
+        echo "=== releasenotes NOT BUILT: a shallow clone has no history for reno ==="
+        continue
+    fi
     echo "=== tox -e $e ==="
     rm -rf .stestr  # so that 'stestr last' can only report this env's run
     # The functional tests share this machine's libvirtd (and destroy

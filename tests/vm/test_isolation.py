@@ -78,9 +78,20 @@ class TestIsolation(base.VMTestCase):
             self.daemons()['systemd-journal'] == RESERVED))
         # An operator widens system.slice by hand: the kernel follows,
         # and the watch (every sweep_interval, 2 s here) puts it back.
-        self.sh(['systemctl', 'set-property', '--runtime', 'system.slice',
-                 'AllowedCPUs=' + EVERY_CPU])
-        self.assertEqual(EVERY_CPU, self.daemons()['dbus-daemon'])
+        # The watch is held stopped meanwhile, so that the kernel's
+        # widened view is seen before a sweep can repair it (a probe
+        # through the guest agent of this TCG VM can take longer than a
+        # sweep interval: CI once saw the repair first).
+        pid = self.sh(['systemctl', 'show', '-p', 'MainPID', '--value',
+                       UNIT]).out.strip()
+        self.assertNotIn(pid, ('', '0'))
+        self.sh(['kill', '-STOP', pid])
+        try:
+            self.sh(['systemctl', 'set-property', '--runtime',
+                     'system.slice', 'AllowedCPUs=' + EVERY_CPU])
+            self.assertEqual(EVERY_CPU, self.daemons()['dbus-daemon'])
+        finally:
+            self.sh(['kill', '-CONT', pid])
         self.wait_for('system.slice confined again', lambda: (
             self.slice_cpus('system.slice') == RESERVED and
             self.daemons()['dbus-daemon'] == RESERVED), timeout=60)

@@ -35,7 +35,7 @@ class TestWatch(base.TestCase):
         time.sleep(0.2)  # the watcher is set up
         return thread
 
-    def wait_for(self, pid, group, seconds=3.0):
+    def wait_for(self, pid, group, seconds=10.0):
         end = time.monotonic() + seconds
         while time.monotonic() < end and self.host.cgroup(pid) != group:
             time.sleep(0.05)

@@ -85,6 +85,7 @@ class PassStats:
         self.changes = {(result, kind): 0 for result in CHANGE_RESULTS
                         for kind in CHANGE_KINDS}
         self.calls = {'read': 0, 'write': 0}
+        self.polls = 0  # vCPU count polls (service.BindingService)
         self.last_timestamp = None
         self.last_seconds = None
         self.last_ok = None
@@ -113,6 +114,15 @@ class PassStats:
             self.last_ok = result.complete
             if result.plan is not None:
                 self.last_plan = result.plan
+
+    def record_poll(self, calls):
+        """Count a vCPU count poll and its libvirt calls (``{'read':
+        n}``): a poll that finds nothing runs no pass, but its calls
+        are the agent's steady cost, and are counted with the passes'."""
+        with self._lock:
+            self.polls += 1
+            for kind in self.calls:
+                self.calls[kind] += calls.get(kind, 0)
 
 
 def read_view(rec, conf, plan=None, isolation=True):
@@ -335,17 +345,23 @@ class _Collector:
             for (result, kind), n in sorted(s.changes.items()):
                 changes.add_metric([result, kind], n)
             calls = core.CounterMetricFamily(
-                PREFIX + 'libvirt_calls', 'libvirt calls made by passes, '
-                'by kind (read, write).', labels=['kind'])
+                PREFIX + 'libvirt_calls', 'libvirt calls made by passes '
+                'and vCPU count polls, by kind (read, write).',
+                labels=['kind'])
             for kind, n in sorted(s.calls.items()):
                 calls.add_metric([kind], n)
+            polls = core.CounterMetricFamily(
+                PREFIX + 'vcpu_polls', 'vCPU count polls run (libvirt '
+                'raises no event for a vCPU hot-plug); their calls are '
+                'in libvirt_calls_total.')
+            polls.add_metric([], s.polls)
             # 0 until the first pass: "never", which the alert on
             # passes not running sees as long ago, as it should.
             last = core.GaugeMetricFamily(
                 PREFIX + 'last_pass_timestamp_seconds', 'When the last '
                 'pass ended (Unix time; 0: no pass yet).')
             last.add_metric([], s.last_timestamp or 0.0)
-            families = [passes, duration, changes, calls, last]
+            families = [passes, duration, changes, calls, polls, last]
             if s.last_timestamp is not None:
                 ok = core.GaugeMetricFamily(
                     PREFIX + 'last_pass_success', '1 if the last pass '

@@ -33,7 +33,8 @@ Invariants:
   qemu's monitor) read every vCPU count, a guest whose count changed is
   marked in the model, and a pass runs only if one did or another
   request is pending (an unchanged host costs those calls and nothing
-  else);
+  else); polls and their calls are counted with the passes'
+  (``nova_pinning_vcpu_polls_total``, ``nova_pinning_libvirt_calls_total``);
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``metrics.PassMetrics``); a failure there is a logged warning. With
@@ -108,11 +109,21 @@ class BindingService:
 
     def _vcpus_changed(self):
         """On the pass thread: mark guests whose vCPU count changed."""
+        host, before_calls = None, {}
         try:
-            counts = self.reconciler.host().vcpu_counts()
+            host = self.reconciler.host()
+            before_calls = dict(getattr(host, 'calls', {}))
+            counts = host.vcpu_counts()
         except Exception as exc:  # the pass reports libvirt's state
             LOG.debug('vCPU count poll failed: %s', exc)
             return True
+        finally:
+            # Counted like a pass's calls: the polls are the agent's
+            # cost on a quiet host (nova_pinning_libvirt_calls_total).
+            after = getattr(host, 'calls', {})
+            self.pass_metrics.stats.record_poll(
+                {k: after.get(k, 0) - before_calls.get(k, 0)
+                 for k in ('read', 'write')})
         before, self._vcpu_counts = self._vcpu_counts, counts
         changed = [u for u, n in counts.items()
                    if before is not None and before.get(u, n) != n]

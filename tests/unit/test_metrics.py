@@ -149,7 +149,21 @@ class TestPassStats(testtools.TestCase):
         self.assertEqual(7, value(text, 'nova_pinning_libvirt_calls_total',
                                   kind='read'))
         self.assertEqual(0, value(text, 'nova_pinning_last_pass_success'))
+        self.assertEqual(0, value(text, 'nova_pinning_vcpu_polls_total'))
 
+    def test_vcpu_count_polls_are_counted_with_their_calls(self):
+        stats = metrics.PassStats()
+        stats.record(self.result(calls={'read': 3, 'write': 1}))
+        stats.record_poll({'read': 5, 'write': 0})
+        stats.record_poll({'read': 2})
+        text = metrics.exposition(metrics.HostView(), stats)
+        self.assertEqual(2, value(text, 'nova_pinning_vcpu_polls_total'))
+        self.assertEqual(10, value(text, 'nova_pinning_libvirt_calls_total',
+                                   kind='read'))
+        self.assertEqual(1, value(text, 'nova_pinning_libvirt_calls_total',
+                                  kind='write'))
+        self.assertEqual(1, value(text, 'nova_pinning_passes_total',
+                                  outcome='ok'))
 
     def test_last_pass_success_means_every_change_written(self):
         from nova_pinning_hooks import plan as plan_mod

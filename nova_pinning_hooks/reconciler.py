@@ -124,6 +124,14 @@ def policy_overrides(conf):
             'set_home_node': group.set_home_node}
 
 
+def calls_since(host, before):
+    """The libvirt calls ``host`` (a ``virt.Host``; anything without
+    ``calls`` counts none) made since its counts were ``before`` (a
+    copy of ``host.calls``), by kind: ``{'read': n, 'write': n}``."""
+    after = getattr(host, 'calls', {})
+    return {k: after.get(k, 0) - before.get(k, 0) for k in ('read', 'write')}
+
+
 def _cpuset_text(value):
     if value is None or isinstance(value, str):
         return value
@@ -315,9 +323,7 @@ class Reconciler:
         finally:
             if hasattr(host, 'set_deadline'):
                 host.set_deadline(None)
-            after = getattr(host, 'calls', {})
-            result.calls = {k: after.get(k, 0) - before.get(k, 0)
-                            for k in ('read', 'write')}
+            result.calls = calls_since(host, before)
 
     def _log(self, result):
         if result.error and result.plan is None:

@@ -120,10 +120,8 @@ class BindingService:
         finally:
             # Counted like a pass's calls: the polls are the agent's
             # cost on a quiet host (nova_pinning_libvirt_calls_total).
-            after = getattr(host, 'calls', {})
             self.pass_metrics.stats.record_poll(
-                {k: after.get(k, 0) - before_calls.get(k, 0)
-                 for k in ('read', 'write')})
+                reconciler.calls_since(host, before_calls))
         before, self._vcpu_counts = self._vcpu_counts, counts
         changed = [u for u, n in counts.items()
                    if before is not None and before.get(u, n) != n]

@@ -1,0 +1,718 @@
+#!/bin/bash
+# A one-machine OpenStack cloud with the package inside two real
+# nova-computes (the libvirt driver, real KVM guests), built the way
+# DevStack builds one, from Debian's packages and PyPI only:
+#
+#   MariaDB and RabbitMQ (Debian, started by hand: no systemd needed);
+#   keystone, placement, glance (file store), neutron-server (ML2, no
+#   agents: nova needs a network API even for guests with no network)
+#   and nova-api under uwsgi on 127.0.0.1; nova-conductor (one, for the
+#   API and cell1: DevStack's "singleconductor") and nova-scheduler;
+#   two compute hosts, nph-compute1 and nph-compute2, each its own
+#   libvirtd and nova-compute in its own mount, UTS and cgroup namespace
+#   (its own hostname, /run, /etc/libvirt, /var/lib/libvirt and cgroup
+#   subtree; one instances_path shared by both, like shared storage),
+#   and the package pip-installed into nova's virtualenv from this
+#   checkout and switched on as doc/source/nova.rst tells operators
+#   (``[oslo_messaging_notifications] driver = nova_pinning``).
+#
+#   tools/cloud.sh up [--series 34|29] [--package on|off]
+#   tools/cloud.sh package on|off     # switch it, restarting the computes
+#   tools/cloud.sh restart-compute N [--kill]
+#   tools/cloud.sh status
+#   tools/cloud.sh down [--purge]     # --purge also drops the databases
+#
+# Built once and kept (cached on the machine): the virtualenv
+# (/var/cache/nova-pinning-hooks/cloud), the databases, keystone's
+# users and endpoints, the image and the flavors (/var/lib/nph-cloud). A
+# second ``up`` only starts what is not running. It is a test cloud:
+# every service listens on 127.0.0.1 only and its passwords are fixed.
+# /etc/openstack/clouds.yaml gets the clouds ``nph`` (a member) and
+# ``nph-admin`` (admin): ``openstack --os-cloud nph-admin server list``.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+CACHE=${NPH_CLOUD_CACHE:-/var/cache/nova-pinning-hooks/cloud}
+STATE=${NPH_CLOUD_STATE:-/var/lib/nph-cloud}
+RUN=/run/nph-cloud
+SOCK=/run/mysqld/nph-cloud.sock  # where the mysql user may create it
+LOG=/var/log/nph-cloud
+PASS=nph-cloud-secret  # loopback only
+HOSTS=(nph-compute1 nph-compute2)
+LIBVIRT_PORTS=(16521 16522)
+
+series=34
+package=on
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --series) series=${2:?}; shift 2 ;;
+        --package) package=${2:?}; shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+
+die() { echo "cloud.sh: $*" >&2; exit 2; }
+log() { echo "cloud: $*"; }
+[ "$(id -u)" = 0 ] || die "run me as root"
+case "$series" in 29|34) ;; *) die "--series is 29 or 34, not '$series'" ;; esac
+case "$package" in on|off) ;; *) die "--package is on or off, not '$package'" ;; esac
+
+venv=$CACHE/venv-$series
+py=$venv/bin/python
+etc=$STATE/etc
+mkdir -p "$RUN" "$LOG"
+chmod 0700 "$RUN"
+
+# The services of one series (its upper-constraints: tools/constraints).
+service_packages() {
+    case "$series" in
+        34) echo "nova==34.0.0 openstack-placement==16.0.0 keystone==30.0.0" \
+                 "glance==33.0.0 neutron==29.0.0" ;;
+        29) echo "nova==29.4.0 openstack-placement==11.0.1 keystone==25.0.0" \
+                 "glance==28.1.0 neutron==24.1.0 setuptools<81" ;;
+    esac
+}
+
+# --- processes: pid files under $RUN, logs under $LOG ---------------------
+alive() {  # NAME: is its recorded process running?
+    local pid
+    pid=$(cat "$RUN/$1.pid" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+spawn() {  # NAME CMD...: start CMD in the background, detached, logged
+    local name=$1; shift
+    alive "$name" && return 0
+    setsid "$@" </dev/null >>"$LOG/$name.log" 2>&1 &
+    echo $! > "$RUN/$name.pid"
+}
+
+stop_proc() {  # NAME [SECONDS]: TERM, then KILL after SECONDS (nova-compute
+               # may not exit on TERM at all)
+    local name=$1 wait=${2:-10} pid
+    pid=$(cat "$RUN/$name.pid" 2>/dev/null) || return 0
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq $((wait * 5))); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$RUN/$name.pid"
+}
+
+wait_http() {  # URL NAME: until it answers (any HTTP status), 90 s
+    for _ in $(seq 300); do
+        curl -s -o /dev/null -m 2 "$1" && return 0
+        sleep 0.3
+    done
+    die "$2 does not answer on $1 (see $LOG/$2.log)"
+}
+
+# --- Debian's parts -------------------------------------------------------
+debian() {
+    local missing=() p
+    for p in mariadb-server rabbitmq-server curl uwsgi-core; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+            || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        apt-get update -qq
+        # Their postinst cannot start them without systemd: we do.
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+start_mariadb() {
+    local data=$STATE/mysql
+    if [ ! -d "$data/mysql" ]; then
+        mkdir -p "$data"
+        chown mysql:mysql "$data"
+        mariadb-install-db --user=mysql --datadir="$data" \
+            --auth-root-authentication-method=socket >/dev/null
+    fi
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
+    if ! mariadb-admin --socket="$SOCK" ping >/dev/null 2>&1; then
+        spawn mariadb mariadbd --user=mysql --datadir="$data" \
+            --bind-address=127.0.0.1 --port=3306 \
+            --socket="$SOCK" --pid-file="/run/mysqld/nph-cloud.pid" \
+            --max-connections=1000 --skip-log-bin
+        for _ in $(seq 100); do
+            mariadb-admin --socket="$SOCK" ping >/dev/null 2>&1 && break
+            sleep 0.2
+        done
+        mariadb-admin --socket="$SOCK" ping >/dev/null 2>&1 \
+            || die "MariaDB did not start (see $LOG/mariadb.log)"
+    fi
+}
+
+sql() { mariadb --socket="$SOCK" -u root -e "$1"; }
+
+start_rabbitmq() {
+    # Loopback only, its Erlang distribution and epmd too.
+    export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODENAME=rabbit@localhost \
+        ERL_EPMD_ADDRESS=127.0.0.1 \
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    if ! timeout 20 rabbitmqctl -q -n rabbit@localhost status >/dev/null 2>&1; then
+        log "starting RabbitMQ"
+        HOME=/var/lib/rabbitmq spawn rabbitmq rabbitmq-server
+        for _ in $(seq 60); do
+            timeout 20 rabbitmqctl -q -n rabbit@localhost await_startup >/dev/null 2>&1 \
+                && break
+            sleep 1
+        done
+        timeout 20 rabbitmqctl -q -n rabbit@localhost status >/dev/null 2>&1 \
+            || die "RabbitMQ did not start (see $LOG/rabbitmq.log)"
+    fi
+    rabbitmqctl -q -n rabbit@localhost list_users 2>/dev/null | grep -q '^nph' || {
+        rabbitmqctl -q -n rabbit@localhost add_user nph "$PASS" >/dev/null
+        rabbitmqctl -q -n rabbit@localhost set_permissions nph '.*' '.*' '.*' >/dev/null
+    }
+}
+
+# --- PyPI's parts ---------------------------------------------------------
+build_venv() {
+    local want stamp=$venv/.nph-built
+    want="$(service_packages) $(sha256sum "$top/tools/constraints/nova-$series.txt" | cut -c1-16)"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        log "building $venv (a few minutes, once)"
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        # shellcheck disable=SC2046
+        "$venv/bin/pip" install -q --log "$LOG/pip.log" -c "$top/tools/constraints/nova-$series.txt" \
+            $(service_packages) python-openstackclient osc-placement uwsgi \
+            PyMySQL libvirt-python pyroute2 openstacksdk
+        echo "$want" > "$stamp"
+    fi
+    # The package from this checkout, every time (it is what we test).
+    "$venv/bin/pip" install -q --no-deps --force-reinstall "$top" >/dev/null
+}
+
+# --- configuration --------------------------------------------------------
+auth_section() {  # SECTION USER
+    cat <<EOF
+[$1]
+auth_type = password
+auth_url = http://127.0.0.1:5000/v3
+project_name = service
+project_domain_name = Default
+username = $2
+user_domain_name = Default
+password = $PASS
+region_name = RegionOne
+EOF
+}
+
+authtoken() {  # USER
+    auth_section keystone_authtoken "$1"
+    cat <<EOF
+www_authenticate_uri = http://127.0.0.1:5000/v3
+memcached_servers =
+service_token_roles_required = true
+EOF
+}
+
+write_configs() {
+    local v=$venv
+    mkdir -p "$etc"/{keystone,placement,glance,neutron,nova} \
+        "$STATE"/{glance/images,glance/staging,glance/tasks,instances,fernet,credential}
+    chmod 0700 "$etc" "$STATE/fernet" "$STATE/credential"
+    local db="mysql+pymysql://nph:$PASS@127.0.0.1"
+    local mq="rabbit://nph:$PASS@127.0.0.1:5672/"
+
+    cat > "$etc/keystone/keystone.conf" <<EOF
+[DEFAULT]
+log_file = $LOG/keystone-app.log
+[database]
+connection = $db/keystone
+[token]
+provider = fernet
+[fernet_tokens]
+key_repository = $STATE/fernet
+[credential]
+key_repository = $STATE/credential
+EOF
+
+    { cat <<EOF
+[DEFAULT]
+log_file = $LOG/placement-app.log
+[placement_database]
+connection = $db/placement
+[api]
+auth_strategy = keystone
+EOF
+      authtoken placement; } > "$etc/placement/placement.conf"
+
+    cp "$v/etc/glance/glance-api-paste.ini" "$etc/glance/"
+    { cat <<EOF
+[DEFAULT]
+log_file = $LOG/glance-app.log
+enabled_backends = file:file
+[database]
+connection = $db/glance
+[paste_deploy]
+flavor = keystone
+[glance_store]
+default_backend = file
+[file]
+filesystem_store_datadir = $STATE/glance/images
+[os_glance_staging_store]
+filesystem_store_datadir = $STATE/glance/staging
+[os_glance_tasks_store]
+filesystem_store_datadir = $STATE/glance/tasks
+[oslo_policy]
+enforce_new_defaults = true
+EOF
+      authtoken glance; } > "$etc/glance/glance-api.conf"
+
+    cp "$v/etc/neutron/api-paste.ini" "$etc/neutron/"
+    { cat <<EOF
+[DEFAULT]
+log_file = $LOG/neutron-app.log
+core_plugin = ml2
+service_plugins =
+auth_strategy = keystone
+transport_url = $mq
+api_paste_config = $etc/neutron/api-paste.ini
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+[database]
+connection = $db/neutron
+[ml2]
+type_drivers = flat
+tenant_network_types =
+mechanism_drivers =
+extension_drivers =
+[oslo_concurrency]
+lock_path = $STATE/neutron-lock
+EOF
+      authtoken neutron; echo; auth_section nova nova; } > "$etc/neutron/neutron.conf"
+    : > "$etc/neutron/ml2_conf.ini"
+
+    cp "$v/etc/nova/api-paste.ini" "$etc/nova/"
+    { cat <<EOF
+[DEFAULT]
+log_file = $LOG/nova-app.log
+transport_url = $mq
+my_ip = 127.0.0.1
+state_path = $STATE/nova
+instances_path = $STATE/instances
+compute_driver = libvirt.LibvirtDriver
+# The guests spin in a boot sector and never shut down cleanly: do not
+# wait a minute for them at each stop (nor two at each soft reboot).
+shutdown_timeout = 1
+[wsgi]
+api_paste_config = $etc/nova/api-paste.ini
+[oslo_concurrency]
+lock_path = $STATE/nova-lock
+[scheduler]
+discover_hosts_in_cells_interval = 2
+[vnc]
+enabled = false
+[spice]
+enabled = false
+[glance]
+region_name = RegionOne
+[image_cache]
+manager_interval = -1
+[libvirt]
+virt_type = $(cat /run/nova-pinning-hooks/virt-type 2>/dev/null || echo kvm)
+wait_soft_reboot_seconds = 1
+# Everything runs as root here: privsep's helpers start directly (not
+# through sudo and a rootwrap configuration).
+[nova_sys_admin]
+helper_command = $v/bin/privsep-helper
+[privsep_osbrick]
+helper_command = $v/bin/privsep-helper
+[vif_plug_ovs_privileged]
+helper_command = $v/bin/privsep-helper
+[vif_plug_linux_bridge_privileged]
+helper_command = $v/bin/privsep-helper
+[workarounds]
+# This nested CPU is Broadwell to libvirt and kvm64 to QEMU.
+skip_cpu_compare_on_dest = true
+EOF
+      authtoken nova; echo
+      auth_section placement nova; echo
+      auth_section neutron nova; echo
+      auth_section service_user nova
+      echo "send_service_user_token = true"; } > "$etc/nova/nova.conf"
+    # The databases, for the API, conductor and scheduler only: a
+    # nova-compute with database settings logs "No DB access allowed".
+    cat > "$etc/nova/nova-db.conf" <<EOF
+[api_database]
+connection = $db/nova_api
+[database]
+connection = $db/nova_cell1
+EOF
+
+    local i
+    for i in 1 2; do
+        local other=$((3 - i))
+        { cat <<EOF
+[DEFAULT]
+host = nph-compute$i
+log_file = $LOG/nova-compute$i.log
+state_path = $STATE/compute$i/nova
+[libvirt]
+connection_uri = qemu+tcp://127.0.0.1:${LIBVIRT_PORTS[$((i - 1))]}/system
+live_migration_uri = qemu+tcp://%s:${LIBVIRT_PORTS[$((other - 1))]}/system
+EOF
+          if [ "$i" = 2 ]; then
+              # nova's own pins: a dedicated set for hw:cpu_policy=dedicated
+              # guests, the rest shared (nova writes <vcpu cpuset=...>).
+              printf '[compute]\ncpu_dedicated_set = 1\ncpu_shared_set = 0\n'
+          fi
+        } > "$etc/nova/compute$i.conf"
+    done
+    write_package_conf
+}
+
+write_package_conf() {  # the operator's switch: doc/source/nova.rst
+    local i
+    for i in 1 2; do
+        if [ "$package" = on ]; then
+            cat > "$etc/nova/pinning$i.conf" <<EOF
+[oslo_messaging_notifications]
+driver = nova_pinning
+EOF
+        else
+            : > "$etc/nova/pinning$i.conf"
+        fi
+    done
+    echo "$package" > "$STATE/package"
+}
+
+nova_conf_args() {  # N: the config files of compute N
+    echo "--config-file $etc/nova/nova.conf --config-file $etc/nova/compute$1.conf" \
+         "--config-file $etc/nova/pinning$1.conf"
+}
+
+# --- databases and keystone (once) -----------------------------------------
+databases() {
+    local d
+    for d in keystone placement glance neutron nova_api nova_cell0 nova_cell1; do
+        sql "CREATE DATABASE IF NOT EXISTS $d CHARACTER SET utf8mb4"
+    done
+    sql "CREATE USER IF NOT EXISTS 'nph'@'127.0.0.1' IDENTIFIED BY '$PASS';
+         GRANT ALL PRIVILEGES ON *.* TO 'nph'@'127.0.0.1'; FLUSH PRIVILEGES"
+    [ -f "$STATE/.synced-$series" ] && return 0
+    log "creating the databases (once)"
+    local kc="--config-file $etc/keystone/keystone.conf"
+    # shellcheck disable=SC2086
+    {
+        "$venv/bin/keystone-manage" $kc db_sync
+        "$venv/bin/keystone-manage" $kc fernet_setup --keystone-user root --keystone-group root
+        "$venv/bin/keystone-manage" $kc credential_setup --keystone-user root --keystone-group root
+        "$venv/bin/keystone-manage" $kc bootstrap --bootstrap-password "$PASS" \
+            --bootstrap-admin-url http://127.0.0.1:5000/v3 \
+            --bootstrap-internal-url http://127.0.0.1:5000/v3 \
+            --bootstrap-public-url http://127.0.0.1:5000/v3 \
+            --bootstrap-region-id RegionOne
+        "$venv/bin/placement-manage" --config-file "$etc/placement/placement.conf" db sync
+        "$venv/bin/glance-manage" --config-dir "$etc/glance" db_sync
+        "$venv/bin/neutron-db-manage" --config-file "$etc/neutron/neutron.conf" \
+            --config-file "$etc/neutron/ml2_conf.ini" upgrade head
+        local nc="--config-file $etc/nova/nova.conf --config-file $etc/nova/nova-db.conf"
+        "$venv/bin/nova-manage" $nc api_db sync
+        "$venv/bin/nova-manage" $nc cell_v2 map_cell0 \
+            --database_connection "mysql+pymysql://nph:$PASS@127.0.0.1/nova_cell0"
+        "$venv/bin/nova-manage" $nc cell_v2 list_cells | grep -q ' cell1 ' || \
+            "$venv/bin/nova-manage" $nc cell_v2 create_cell --name cell1
+        "$venv/bin/nova-manage" $nc db sync
+    } > "$LOG/db-sync.log" 2>&1 || die "database set-up failed (see $LOG/db-sync.log)"
+    touch "$STATE/.synced-$series"
+}
+
+# --- the API services under uwsgi -----------------------------------------
+uwsgi_api() {  # NAME PORT MODULE ENV=VALUE
+    local name=$1 port=$2 module=$3 envvar=$4
+    alive "$name" && return 0
+    cat > "$etc/$name-uwsgi.ini" <<EOF
+[uwsgi]
+http-socket = 127.0.0.1:$port
+module = $module
+virtualenv = $venv
+env = $envvar
+master = true
+processes = 2
+threads = 2
+enable-threads = true
+lazy-apps = true
+die-on-term = true
+buffer-size = 65535
+# uwsgi's http-socket closes connections silently: say so, or a client
+# reuses a closed connection (ConnectionResetError).
+add-header = Connection: close
+http-raw-body = true
+http-chunked-input = true
+http-auto-chunked = true
+chunked-input-limit = 10240000
+post-buffering = 4096
+EOF
+    spawn "$name" "$venv/bin/uwsgi" --ini "$etc/$name-uwsgi.ini"
+}
+
+start_apis() {
+    uwsgi_api keystone 5000 keystone.wsgi.api \
+        "OS_KEYSTONE_CONFIG_FILES=$etc/keystone/keystone.conf"
+    wait_http http://127.0.0.1:5000/v3 keystone
+    uwsgi_api placement 8778 placement.wsgi.api "OS_PLACEMENT_CONFIG_DIR=$etc/placement"
+    uwsgi_api glance 9292 glance.wsgi.api "OS_GLANCE_CONFIG_DIR=$etc/glance"
+    uwsgi_api neutron 9696 neutron.wsgi.api \
+        "OS_NEUTRON_CONFIG_FILES=$etc/neutron/neutron.conf;$etc/neutron/ml2_conf.ini"
+    uwsgi_api nova-api 8774 nova.wsgi.osapi_compute \
+        "OS_NOVA_CONFIG_FILES=$etc/nova/api-paste.ini;$etc/nova/nova.conf;$etc/nova/nova-db.conf"
+    wait_http http://127.0.0.1:8778/ placement
+    wait_http http://127.0.0.1:9292/ glance
+    wait_http http://127.0.0.1:9696/ neutron
+    wait_http http://127.0.0.1:8774/ nova-api
+    spawn nova-conductor "$venv/bin/nova-conductor" --config-file "$etc/nova/nova.conf" \
+        --config-file "$etc/nova/nova-db.conf" \
+        --log-file "$LOG/nova-conductor.log"
+    spawn nova-scheduler "$venv/bin/nova-scheduler" --config-file "$etc/nova/nova.conf" \
+        --config-file "$etc/nova/nova-db.conf" \
+        --log-file "$LOG/nova-scheduler.log"
+}
+
+# --- the two compute hosts -------------------------------------------------
+# Each host: its own libvirtd (and virtlogd) in a mount, UTS and cgroup
+# namespace, and its nova-compute entered into the same namespaces.
+host_dir() { echo "$STATE/compute$1"; }
+
+start_libvirtd() {  # N
+    local n=$1 dir name=${HOSTS[$(($1 - 1))]} port=${LIBVIRT_PORTS[$(($1 - 1))]}
+    dir=$(host_dir "$n")
+    if alive "libvirtd$n" && timeout 5 virsh -q -c "qemu+tcp://127.0.0.1:$port/system" \
+            version >/dev/null 2>&1; then
+        return 0
+    fi
+    stop_proc "libvirtd$n" 5
+    mkdir -p "$dir"/{run,lib,cache,log,etc,pinning,nova}
+    chmod 0755 "$dir/pinning"
+    mkdir -p "$dir/pinning/nova"
+    # The daemon's configuration, never the system daemon's domains.
+    if [ ! -f "$dir/etc/libvirtd.conf.nph" ]; then
+        rm -rf "$dir/etc"; mkdir -p "$dir/etc"
+        cp -a /etc/libvirt/. "$dir/etc/"
+        rm -rf "$dir/etc/qemu" "$dir/etc/storage" "$dir/etc/nwfilter" "$dir/etc/secrets"
+        mkdir -p "$dir/etc/qemu"
+        touch "$dir/etc/libvirtd.conf.nph"
+    fi
+    cat > "$dir/etc/libvirtd.conf" <<EOF
+host_uuid = "6a8b1c2d-0000-4000-8000-00000000c10$n"
+listen_tls = 0
+listen_tcp = 1
+tcp_port = "$port"
+listen_addr = "127.0.0.1"
+auth_tcp = "none"
+EOF
+    cat > "$dir/etc/qemu.conf" <<EOF
+migration_port_min = $((49400 + 100 * n))
+migration_port_max = $((49499 + 100 * n))
+EOF
+    # The compute's cgroup subtree: created under this shell's own group
+    # of each v1 controller, entered before the cgroup namespace is made,
+    # so inside it the subtree is the root.
+    local ctl sub base groups=()
+    for ctl in cpuset cpu cpuacct memory blkio devices freezer pids; do
+        [ -d "/sys/fs/cgroup/$ctl" ] || continue
+        base=$(awk -F: -v c="$ctl" '{n=split($2,a,","); for(i=1;i<=n;i++) if(a[i]==c) print $3}' /proc/self/cgroup)
+        sub="/sys/fs/cgroup/$ctl${base%/}/$name"
+        mkdir -p "$sub"
+        if [ "$ctl" = cpuset ]; then
+            cat "$(dirname "$sub")/cpuset.cpus" > "$sub/cpuset.cpus"
+            cat "$(dirname "$sub")/cpuset.mems" > "$sub/cpuset.mems"
+        fi
+        groups+=("$ctl=$sub")
+    done
+    # /etc/hosts: both hosts' names on loopback (live migration's URI).
+    printf '127.0.0.1 localhost %s\n' "${HOSTS[*]}" > "$dir/hosts"
+    NPH_NAME=$name NPH_DIR=$dir NPH_GROUPS="${groups[*]}" \
+    setsid bash -c '
+        set -e
+        for g in $NPH_GROUPS; do echo $$ > "${g#*=}/cgroup.procs"; done
+        exec unshare -m -u -C --propagation private bash -c "
+            set -e
+            hostname \$NPH_NAME
+            for g in \$NPH_GROUPS; do
+                mount --bind \${g#*=} /sys/fs/cgroup/\${g%%=*}
+            done
+            mount --bind \$NPH_DIR/run /run
+            mount --bind \$NPH_DIR/lib /var/lib/libvirt
+            mount --bind \$NPH_DIR/cache /var/cache/libvirt
+            mount --bind \$NPH_DIR/log /var/log/libvirt
+            mount --bind \$NPH_DIR/etc /etc/libvirt
+            mount --bind \$NPH_DIR/hosts /etc/hosts
+            mkdir -p /var/lib/nova-pinning-hooks
+            mount --bind \$NPH_DIR/pinning /var/lib/nova-pinning-hooks
+            mkdir -p /run/libvirt/qemu /run/lock /run/mysqld /var/lib/libvirt/qemu \\
+                     /var/cache/libvirt/qemu /var/log/libvirt/qemu
+            virtlogd -d
+            exec libvirtd --listen -f /etc/libvirt/libvirtd.conf
+        "
+    ' </dev/null >>"$LOG/libvirtd$n.log" 2>&1 &
+    echo $! > "$RUN/libvirtd$n.pid"
+    for _ in $(seq 100); do
+        timeout 5 virsh -q -c "qemu+tcp://127.0.0.1:$port/system" version \
+            >/dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    die "libvirtd of $name does not answer on port $port (see $LOG/libvirtd$n.log)"
+}
+
+start_compute() {  # N
+    local n=$1 pid
+    alive "nova-compute$n" && return 0
+    pid=$(cat "$RUN/libvirtd$n.pid")
+    mkdir -p "$(host_dir "$n")/nova"
+    # shellcheck disable=SC2046
+    spawn "nova-compute$n" nsenter -t "$pid" -m -u -C -- \
+        "$venv/bin/nova-compute" $(nova_conf_args "$n")
+}
+
+stop_host() {  # N
+    local n=$1 dir pid
+    dir=$(host_dir "$n")
+    stop_proc "nova-compute$n" 5
+    stop_proc "libvirtd$n" 10
+    pid=$(cat "$dir/run/virtlogd.pid" 2>/dev/null || true)
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+}
+
+# --- what the API holds (keystone's users, the image, the flavors) ---------
+bootstrap() {
+    [ -f "$STATE/.bootstrapped-$series" ] && return 0
+    log "creating users, endpoints, image and flavors (once)"
+    "$py" "$top/tools/cloud_setup.py" --password "$PASS" --state "$STATE" \
+        > "$LOG/bootstrap.log" 2>&1 || die "bootstrap failed (see $LOG/bootstrap.log)"
+    touch "$STATE/.bootstrapped-$series"
+}
+
+clouds_yaml() {
+    mkdir -p /etc/openstack
+    local tmp
+    tmp=$(mktemp /etc/openstack/.clouds.XXXXXX)
+    cat > "$tmp" <<EOF
+# Written by nova-pinning-hooks' tools/cloud.sh: a test cloud on 127.0.0.1.
+clouds:
+  nph:
+    auth:
+      auth_url: http://127.0.0.1:5000/v3
+      username: nph
+      password: $PASS
+      project_name: nph
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: RegionOne
+    identity_api_version: 3
+  nph-admin:
+    auth:
+      auth_url: http://127.0.0.1:5000/v3
+      username: admin
+      password: $PASS
+      project_name: admin
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: RegionOne
+    identity_api_version: 3
+EOF
+    chmod 0600 "$tmp"
+    mv -f "$tmp" /etc/openstack/clouds.yaml
+}
+
+wait_computes() {  # both nova-compute services up, both hosts in a cell
+    "$py" "$top/tools/cloud_setup.py" --password "$PASS" --state "$STATE" \
+        --wait-computes "${HOSTS[*]}" >> "$LOG/bootstrap.log" 2>&1 \
+        || die "the nova-computes did not come up (see $LOG/nova-compute1.log, $LOG/bootstrap.log)"
+}
+
+up() {
+    local start n
+    start=$(date +%s)
+    [ -e /run/nova-pinning-hooks/virt-type ] || "$top/tools/setup-host.sh" >/dev/null
+    debian
+    build_venv
+    if [ -f "$STATE/series" ] && [ "$(cat "$STATE/series")" != "$series" ]; then
+        die "$STATE holds a series $(cat "$STATE/series") cloud: 'down --purge' first"
+    fi
+    mkdir -p "$STATE"
+    echo "$series" > "$STATE/series"
+    write_configs
+    start_mariadb
+    start_rabbitmq
+    databases
+    start_apis
+    bootstrap
+    clouds_yaml
+    for n in 1 2; do start_libvirtd "$n"; done
+    for n in 1 2; do start_compute "$n"; done
+    wait_computes
+    log "up in $(( $(date +%s) - start )) s: series $series, package $package;" \
+        "openstack --os-cloud nph-admin ..."
+}
+
+down() {
+    local n s
+    for n in 1 2; do stop_host "$n"; done
+    for s in nova-scheduler nova-conductor nova-api neutron glance placement keystone; do
+        stop_proc "$s" 10
+    done
+    timeout 60 rabbitmqctl -q -n rabbit@localhost stop >/dev/null 2>&1 || true
+    stop_proc rabbitmq 5
+    stop_proc mariadb 20
+    if [ "${args[0]:-}" = --purge ]; then
+        rm -rf "$STATE"
+        log "purged $STATE"
+    fi
+}
+
+status() {
+    local s
+    for s in mariadb rabbitmq keystone placement glance neutron nova-api \
+             nova-conductor nova-scheduler libvirtd1 libvirtd2 nova-compute1 nova-compute2; do
+        if alive "$s"; then echo "$s: running ($(cat "$RUN/$s.pid"))"; else echo "$s: stopped"; fi
+    done
+    echo "package: $(cat "$STATE/package" 2>/dev/null || echo unknown)"
+    echo "series: $(cat "$STATE/series" 2>/dev/null || echo none)"
+}
+
+from_state() {  # the series and switch the running cloud was built with
+    [ -f "$STATE/series" ] || die "no cloud here: 'cloud.sh up' first"
+    series=$(cat "$STATE/series"); venv=$CACHE/venv-$series; py=$venv/bin/python
+    package=$(cat "$STATE/package")
+}
+
+case "$cmd" in
+    up) up ;;
+    down) down ;;
+    status) status ;;
+    package)
+        from_state
+        package=${args[0]:-}
+        case "$package" in on|off) ;; *) die "usage: cloud.sh package on|off" ;; esac
+        write_package_conf
+        for n in 1 2; do stop_proc "nova-compute$n" 5; start_compute "$n"; done
+        wait_computes
+        log "package $package" ;;
+    restart-compute)
+        from_state
+        n=${args[0]:-}
+        case "$n" in 1|2) ;; *) die "usage: cloud.sh restart-compute 1|2 [--kill]" ;; esac
+        if [ "${args[1]:-}" = --kill ]; then
+            pid=$(cat "$RUN/nova-compute$n.pid" 2>/dev/null || true)
+            [ -n "$pid" ] && { kill -KILL -- "-$pid" 2>/dev/null || true; }
+            rm -f "$RUN/nova-compute$n.pid"
+        else
+            stop_proc "nova-compute$n" 5
+        fi
+        start_compute "$n"
+        wait_computes ;;
+    *) die "usage: cloud.sh up|down|status|package on|off|restart-compute N [--kill]" ;;
+esac

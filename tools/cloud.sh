@@ -77,24 +77,36 @@ service_packages() {
 }
 
 # --- processes: pid files under $RUN, logs under $LOG ---------------------
-alive() {  # NAME: is its recorded process running?
-    local pid
-    pid=$(cat "$RUN/$1.pid" 2>/dev/null) || return 1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+# A pid file holds the pid and its start time: pids wrap, and a reused
+# pid must never be taken (and killed) for one of ours.
+started() {  # PID: its start time, from /proc/PID/stat (after the comm)
+    sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'
 }
+
+record() {  # NAME PID
+    echo "$2 $(started "$2")" > "$RUN/$1.pid"
+}
+
+pid_of() {  # NAME: the recorded pid, if that process still runs
+    local pid st
+    { read -r pid st < "$RUN/$1.pid"; } 2>/dev/null || return 1
+    [ -n "$pid" ] && [ -n "$st" ] && [ "$(started "$pid")" = "$st" ] || return 1
+    echo "$pid"
+}
+
+alive() { pid_of "$1" >/dev/null; }
 
 spawn() {  # NAME CMD...: start CMD in the background, detached, logged
     local name=$1; shift
     alive "$name" && return 0
     setsid "$@" </dev/null >>"$LOG/$name.log" 2>&1 &
-    echo $! > "$RUN/$name.pid"
+    record "$name" $!
 }
 
 stop_proc() {  # NAME [SECONDS]: TERM, then KILL after SECONDS (nova-compute
                # may not exit on TERM at all)
     local name=$1 wait=${2:-10} pid
-    pid=$(cat "$RUN/$name.pid" 2>/dev/null) || return 0
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if pid=$(pid_of "$name"); then
         kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq $((wait * 5))); do
             kill -0 "$pid" 2>/dev/null || break
@@ -190,9 +202,19 @@ build_venv() {
             PyMySQL libvirt-python pyroute2 openstacksdk
         echo "$want" > "$stamp"
     fi
-    # The package from this checkout, every time (it is what we test).
-    "$venv/bin/pip" install -q --no-deps --force-reinstall "$top" >/dev/null
+    # The package from this checkout (it is what we test): installed again
+    # when its source changed, and then running nova-computes restart.
+    local sum
+    sum=$(cd "$top" && find nova_pinning_hooks setup.cfg setup.py -type f \
+          -name '*.py' -o -type f -name 'setup.*' | sort | xargs sha256sum | sha256sum)
+    if [ "$(cat "$venv/.nph-package" 2>/dev/null)" != "$sum" ]; then
+        "$venv/bin/pip" install -q --no-deps --force-reinstall "$top" >/dev/null 2>&1 \
+            || die "cannot install the package from $top into $venv"
+        echo "$sum" > "$venv/.nph-package"
+        package_changed=1
+    fi
 }
+package_changed=0
 
 # --- configuration --------------------------------------------------------
 auth_section() {  # SECTION USER
@@ -294,6 +316,16 @@ lock_path = $STATE/neutron-lock
 EOF
       authtoken neutron; echo; auth_section nova nova; } > "$etc/neutron/neutron.conf"
     : > "$etc/neutron/ml2_conf.ini"
+    # neutron's port query reads Port.port_forwardings, a backref that
+    # exists only once SQLAlchemy has configured the mappers (after a
+    # first query of another kind) and the port forwarding model is
+    # imported: without this, a fresh worker answers GET /v2.0/ports with
+    # HTTP 500, and nova with it. Each uwsgi worker imports this first.
+    cat > "$etc/neutron/nph_neutron_models.py" <<EOF
+import neutron.db.migration.models.head  # noqa: F401  (every model)
+from sqlalchemy import orm
+orm.configure_mappers()
+EOF
 
     cp "$v/etc/nova/api-paste.ini" "$etc/nova/"
     { cat <<EOF
@@ -307,12 +339,18 @@ compute_driver = libvirt.LibvirtDriver
 # The guests spin in a boot sector and never shut down cleanly: do not
 # wait a minute for them at each stop (nor two at each soft reboot).
 shutdown_timeout = 1
+# One host can take a resize (tests/cloud resizes on the same host).
+allow_resize_to_same_host = true
 [wsgi]
 api_paste_config = $etc/nova/api-paste.ini
 [oslo_concurrency]
 lock_path = $STATE/nova-lock
 [scheduler]
 discover_hosts_in_cells_interval = 2
+[compute]
+# A ratio an operator sets in placement reaches nova (and the package's
+# overcommit file) within seconds, not the default 5 minutes.
+resource_provider_association_refresh = 10
 [vnc]
 enabled = false
 [spice]
@@ -431,8 +469,8 @@ databases() {
 }
 
 # --- the API services under uwsgi -----------------------------------------
-uwsgi_api() {  # NAME PORT MODULE ENV=VALUE
-    local name=$1 port=$2 module=$3 envvar=$4
+uwsgi_api() {  # NAME PORT MODULE ENV=VALUE [MORE INI LINES]
+    local name=$1 port=$2 module=$3 envvar=$4 more=${5:-}
     alive "$name" && return 0
     cat > "$etc/$name-uwsgi.ini" <<EOF
 [uwsgi]
@@ -455,6 +493,7 @@ http-chunked-input = true
 http-auto-chunked = true
 chunked-input-limit = 10240000
 post-buffering = 4096
+$more
 EOF
     spawn "$name" "$venv/bin/uwsgi" --ini "$etc/$name-uwsgi.ini"
 }
@@ -466,7 +505,9 @@ start_apis() {
     uwsgi_api placement 8778 placement.wsgi.api "OS_PLACEMENT_CONFIG_DIR=$etc/placement"
     uwsgi_api glance 9292 glance.wsgi.api "OS_GLANCE_CONFIG_DIR=$etc/glance"
     uwsgi_api neutron 9696 neutron.wsgi.api \
-        "OS_NEUTRON_CONFIG_FILES=$etc/neutron/neutron.conf;$etc/neutron/ml2_conf.ini"
+        "OS_NEUTRON_CONFIG_FILES=$etc/neutron/neutron.conf;$etc/neutron/ml2_conf.ini" \
+        "pythonpath = $etc/neutron
+import = nph_neutron_models"
     uwsgi_api nova-api 8774 nova.wsgi.osapi_compute \
         "OS_NOVA_CONFIG_FILES=$etc/nova/api-paste.ini;$etc/nova/nova.conf;$etc/nova/nova-db.conf"
     wait_http http://127.0.0.1:8778/ placement
@@ -494,6 +535,7 @@ start_libvirtd() {  # N
         return 0
     fi
     stop_proc "libvirtd$n" 5
+    stop_virtlogd "$n"  # a daemon killed alone leaves it holding its pid file
     mkdir -p "$dir"/{run,lib,cache,log,etc,pinning,nova}
     chmod 0755 "$dir/pinning"
     mkdir -p "$dir/pinning/nova"
@@ -558,7 +600,7 @@ EOF
             exec libvirtd --listen -f /etc/libvirt/libvirtd.conf
         "
     ' </dev/null >>"$LOG/libvirtd$n.log" 2>&1 &
-    echo $! > "$RUN/libvirtd$n.pid"
+    record "libvirtd$n" $!
     for _ in $(seq 100); do
         timeout 5 virsh -q -c "qemu+tcp://127.0.0.1:$port/system" version \
             >/dev/null 2>&1 && return 0
@@ -570,20 +612,26 @@ EOF
 start_compute() {  # N
     local n=$1 pid
     alive "nova-compute$n" && return 0
-    pid=$(cat "$RUN/libvirtd$n.pid")
+    pid=$(pid_of "libvirtd$n") || die "the libvirtd of compute $n is not running"
     mkdir -p "$(host_dir "$n")/nova"
     # shellcheck disable=SC2046
     spawn "nova-compute$n" nsenter -t "$pid" -m -u -C -- \
         "$venv/bin/nova-compute" $(nova_conf_args "$n")
 }
 
+stop_virtlogd() {  # N: the host's virtlogd, by its pid file
+    local pid
+    pid=$(cat "$(host_dir "$1")/run/virtlogd.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = virtlogd ]; then
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    fi
+}
+
 stop_host() {  # N
-    local n=$1 dir pid
-    dir=$(host_dir "$n")
-    stop_proc "nova-compute$n" 5
-    stop_proc "libvirtd$n" 10
-    pid=$(cat "$dir/run/virtlogd.pid" 2>/dev/null || true)
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+    stop_proc "nova-compute$1" 5
+    stop_proc "libvirtd$1" 10
+    stop_virtlogd "$1"
 }
 
 # --- what the API holds (keystone's users, the image, the flavors) ---------
@@ -652,7 +700,10 @@ up() {
     bootstrap
     clouds_yaml
     for n in 1 2; do start_libvirtd "$n"; done
-    for n in 1 2; do start_compute "$n"; done
+    for n in 1 2; do
+        [ "$package_changed" = 1 ] && stop_proc "nova-compute$n" 5
+        start_compute "$n"
+    done
     wait_computes
     log "up in $(( $(date +%s) - start )) s: series $series, package $package;" \
         "openstack --os-cloud nph-admin ..."
@@ -677,7 +728,7 @@ status() {
     local s
     for s in mariadb rabbitmq keystone placement glance neutron nova-api \
              nova-conductor nova-scheduler libvirtd1 libvirtd2 nova-compute1 nova-compute2; do
-        if alive "$s"; then echo "$s: running ($(cat "$RUN/$s.pid"))"; else echo "$s: stopped"; fi
+        if alive "$s"; then echo "$s: running ($(pid_of "$s"))"; else echo "$s: stopped"; fi
     done
     echo "package: $(cat "$STATE/package" 2>/dev/null || echo unknown)"
     echo "series: $(cat "$STATE/series" 2>/dev/null || echo none)"
@@ -706,8 +757,9 @@ case "$cmd" in
         n=${args[0]:-}
         case "$n" in 1|2) ;; *) die "usage: cloud.sh restart-compute 1|2 [--kill]" ;; esac
         if [ "${args[1]:-}" = --kill ]; then
-            pid=$(cat "$RUN/nova-compute$n.pid" 2>/dev/null || true)
-            [ -n "$pid" ] && { kill -KILL -- "-$pid" 2>/dev/null || true; }
+            if pid=$(pid_of "nova-compute$n"); then
+                kill -KILL -- "-$pid" 2>/dev/null || true
+            fi
             rm -f "$RUN/nova-compute$n.pid"
         else
             stop_proc "nova-compute$n" 5

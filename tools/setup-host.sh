@@ -74,11 +74,14 @@ if ! pgrep -x virtlogd >/dev/null; then
     daemon virtlogd -d
 fi
 if ! answering; then
-    if pgrep -x libvirtd >/dev/null; then
+    # This machine's daemon only, by its pid file: other libvirtds (the
+    # cloud's of tools/cloud.sh, a test's second daemon) are not ours.
+    pid=$(cat /run/libvirtd.pid 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = libvirtd ]; then
         log "libvirtd does not answer: restarting it"
-        pkill -x libvirtd || true
-        for _ in $(seq 50); do pgrep -x libvirtd >/dev/null || break; sleep 0.2; done
-        pkill -9 -x libvirtd 2>/dev/null || true
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+        kill -9 "$pid" 2>/dev/null || true
     fi
     rm -f /var/run/libvirtd.pid
     log "starting libvirtd"

@@ -36,6 +36,17 @@ GUEST_XML = """<domain type='{type}'>
 </domain>"""
 
 
+def system_libvirtd_pid():
+    """The pid of the libvirtd behind qemu:///system (its pid file): other
+    libvirtds may run beside it (tools/cloud.sh's, a second daemon's)."""
+    with open('/run/libvirtd.pid') as f:
+        pid = int(f.read().strip())
+    with open('/proc/%d/comm' % pid) as f:
+        if f.read().strip() != 'libvirtd':
+            raise AssertionError('/run/libvirtd.pid names no libvirtd')
+    return pid
+
+
 def _missing():
     """Why the functional tests cannot run here, or None."""
     if os.geteuid() != 0:

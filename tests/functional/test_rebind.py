@@ -8,6 +8,8 @@ host (host range, ratio 1). Every expectation is checked in libvirt and in
 """
 
 import json
+import os
+import signal
 import subprocess
 
 import fixtures
@@ -98,7 +100,7 @@ class TestRebind(base.FunctionalTestCase):
         rec = reconciler.Reconciler(self.conf)
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
-        subprocess.run(['pkill', '-x', 'libvirtd'], check=False)
+        os.kill(base.system_libvirtd_pid(), signal.SIGTERM)
         subprocess.run([base.TOP + '/tools/setup-host.sh'], check=True,
                        capture_output=True, timeout=120)
         self.conn = self.libvirt.open(base.URI)  # the test's died too

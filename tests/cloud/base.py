@@ -1,0 +1,289 @@
+"""Tests against the one-machine cloud of ``tools/cloud.sh``: real
+keystone, placement, glance, neutron and nova services and two real
+nova-computes with the libvirt driver, driven only through the public API
+(openstacksdk, the ``nph`` and ``nph-admin`` clouds of
+/etc/openstack/clouds.yaml), with the kernel checked after every step.
+
+What the kernel is asked: each guest's vCPU threads ("CPU N/KVM" in
+/proc/<qemu pid>/task/<tid>/comm) and their ``Cpus_allowed_list``. The
+qemu pid is in the compute's libvirt run directory (its namespace's
+/run, kept under the cloud's state directory). What the policy says is
+computed here from the API's own view, independently of the package:
+
+* nph-compute1: pool {0, 1} (no cpu sets); nph-compute2: pool {0}
+  (``cpu_shared_set = 0``; CPU 1 is nova's ``cpu_dedicated_set``).
+* one node per host; with V the live shared guests' vCPUs and r the
+  allocation ratio: V <= |P| one-to-one (each vCPU thread alone on one
+  pool CPU), otherwise range (every vCPU thread on the whole pool).
+* dedicated guests keep nova's pins (CPU 1 of nph-compute2).
+* with the package off: nothing of ours, every vCPU thread on what nova
+  gives (the pool of the host: nova's ``<vcpu cpuset>``).
+
+Prerequisite: ``tools/cloud.sh up`` (tools/run-tests.sh runs it). Without
+a cloud these tests fail when ``NPH_FUNCTIONAL_REQUIRED=1`` (CI).
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import testtools
+
+STATE = os.environ.get('NPH_CLOUD_STATE', '/var/lib/nph-cloud')
+LOG = '/var/log/nph-cloud'
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+CLOUD = os.path.join(TOP, 'tools', 'cloud.sh')
+HOSTS = ('nph-compute1', 'nph-compute2')
+POOL = {'nph-compute1': frozenset({0, 1}), 'nph-compute2': frozenset({0})}
+NOVA_DEDICATED = {'nph-compute2': frozenset({1})}
+PREFIX = 'nph-cloud-'
+TIMEOUT = 240
+
+
+def cpus(text):
+    out = set()
+    for part in text.strip().split(','):
+        if not part:
+            continue
+        lo, _, hi = part.partition('-')
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def host_index(host):
+    return HOSTS.index(host) + 1
+
+
+def qemu_pid(host, instance_name):
+    path = os.path.join(STATE, 'compute%d' % host_index(host), 'run',
+                        'libvirt', 'qemu', instance_name + '.pid')
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def vcpu_threads(pid):
+    """{vCPU index: allowed CPUs} of a qemu process, from /proc."""
+    out = {}
+    try:
+        tids = os.listdir('/proc/%d/task' % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        base = '/proc/%d/task/%s/' % (pid, tid)
+        try:
+            with open(base + 'comm') as f:
+                comm = f.read().strip()
+            if not (comm.startswith('CPU ') and comm.endswith('/KVM')):
+                continue
+            with open(base + 'status') as f:
+                for line in f:
+                    if line.startswith('Cpus_allowed_list:'):
+                        out[int(comm[4:-4])] = cpus(line.split(':')[1])
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def compute_log_errors(since_sizes):
+    """ERROR lines the nova-computes logged since ``since_sizes``."""
+    errors = []
+    for n in (1, 2):
+        path = os.path.join(LOG, 'nova-compute%d.log' % n)
+        with open(path, 'rb') as f:
+            f.seek(since_sizes.get(path, 0))
+            for line in f.read().decode('utf-8', 'replace').splitlines():
+                if ' ERROR ' in line or ' CRITICAL ' in line:
+                    errors.append(line[:400])
+    return errors
+
+
+def log_sizes():
+    out = {}
+    for n in (1, 2):
+        path = os.path.join(LOG, 'nova-compute%d.log' % n)
+        try:
+            out[path] = os.path.getsize(path)
+        except OSError:
+            out[path] = 0
+    return out
+
+
+def cloud(*args, timeout=300):
+    return subprocess.run([CLOUD] + list(args), capture_output=True,
+                          text=True, timeout=timeout, check=True).stdout
+
+
+def package_state():
+    try:
+        with open(os.path.join(STATE, 'package')) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+class CloudTestCase(testtools.TestCase):
+
+    admin = None
+    member = None
+
+    @classmethod
+    def connect(cls):
+        import openstack
+        if CloudTestCase.admin is None:
+            CloudTestCase.admin = openstack.connect(cloud='nph-admin')
+            CloudTestCase.member = openstack.connect(cloud='nph')
+        with open(os.path.join(STATE, 'cloud.json')) as f:
+            CloudTestCase.ids = json.load(f)
+
+    def setUp(self):
+        super().setUp()
+        missing = self._missing()
+        if missing:
+            if os.environ.get('NPH_FUNCTIONAL_REQUIRED') == '1':
+                self.fail('the cloud is not there: %s' % missing)
+            self.skipTest(missing)
+        self.connect()
+        self.sizes = log_sizes()
+        self.addCleanup(self.delete_all)
+
+    @staticmethod
+    def _missing():
+        if os.geteuid() != 0:
+            return 'not root'
+        if not os.path.exists(os.path.join(STATE, 'cloud.json')):
+            return 'no cloud: run tools/cloud.sh up'
+        if not os.path.exists('/etc/openstack/clouds.yaml'):
+            return 'no /etc/openstack/clouds.yaml'
+        return None
+
+    # --- the API ---------------------------------------------------------
+    def flavor(self, name):
+        return self.ids['flavors'][name]
+
+    def boot(self, name, flavor='nph.1', host=None, wait=True):
+        kwargs = {}
+        conn = self.member
+        if host:
+            # An admin puts a guest on a host.
+            conn = self.admin
+            kwargs['availability_zone'] = 'nova:' + host
+        server = conn.compute.create_server(
+            name=PREFIX + name, image_id=self.ids['image'],
+            flavor_id=self.flavor(flavor), networks='none', **kwargs)
+        if wait:
+            server = self.wait_status(server, 'ACTIVE')
+        return server
+
+    def get(self, server):
+        return self.admin.compute.get_server(server.id)
+
+    def wait_status(self, server, status, timeout=TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.admin.compute.get_server(server.id)
+            if s.status == status and not s.task_state:
+                return s
+            if s.status == 'ERROR':
+                self.fail('%s went to ERROR: %s' % (s.name, s.fault))
+            if time.monotonic() > deadline:
+                self.fail('%s is %s/%s, not %s, after %d s' % (
+                    s.name, s.status, s.task_state, status, timeout))
+            time.sleep(0.5)
+
+    def servers(self):
+        return [s for s in self.admin.compute.servers(all_projects=True)
+                if s.name.startswith(PREFIX)]
+
+    def delete_all(self):
+        for s in self.servers():
+            try:
+                self.admin.compute.delete_server(s.id, force=True)
+            except Exception:
+                self.admin.compute.delete_server(s.id)
+        deadline = time.monotonic() + TIMEOUT
+        while self.servers() and time.monotonic() < deadline:
+            time.sleep(1)
+
+    # --- the kernel ------------------------------------------------------
+    def kernel_view(self):
+        """{server id: (host, flavor name, {vCPU: allowed CPUs})} for every
+        live (ACTIVE) guest of ours."""
+        view = {}
+        for s in self.servers():
+            if s.status != 'ACTIVE':
+                continue
+            pid = qemu_pid(s.compute_host, s.instance_name)
+            threads = vcpu_threads(pid) if pid else {}
+            view[s.id] = (s.compute_host, s.flavor['original_name'],
+                          threads)
+        return view
+
+    def expected(self, view, package_on=True):
+        """What the policy says for each guest: a set of acceptable
+        allowed-CPU sets per vCPU, or 'one-to-one'."""
+        out = {}
+        for host in HOSTS:
+            guests = {sid: v for sid, v in view.items() if v[0] == host}
+            shared = {sid: v for sid, v in guests.items()
+                      if v[1] != 'nph.dedicated'}
+            total = sum(len(v[2]) for v in shared.values())
+            for sid, v in guests.items():
+                if v[1] == 'nph.dedicated':
+                    out[sid] = ('nova', NOVA_DEDICATED[host])
+                elif not package_on:
+                    out[sid] = ('range', POOL[host])
+                elif total <= len(POOL[host]):
+                    out[sid] = ('one-to-one', POOL[host])
+                else:
+                    out[sid] = ('range', POOL[host])
+        return out
+
+    def pinned_as_policy(self, package_on=True):
+        """None when every live guest's vCPU threads are where the policy
+        says; otherwise what differs."""
+        view = self.kernel_view()
+        wrong = []
+        taken = {}
+        for sid, (mode, pool) in self.expected(view, package_on).items():
+            host, flavor, threads = view[sid]
+            if not threads:
+                wrong.append('%s: no vCPU thread found' % sid)
+                continue
+            for vcpu, allowed in sorted(threads.items()):
+                if mode == 'one-to-one':
+                    if len(allowed) != 1 or not allowed <= pool:
+                        wrong.append('%s vCPU %d on %s, not one pool CPU' % (
+                            sid, vcpu, sorted(allowed)))
+                    elif (host, allowed) in taken:
+                        wrong.append('%s vCPU %d shares CPU %s' % (
+                            sid, vcpu, sorted(allowed)))
+                    taken[(host, allowed)] = sid
+                elif allowed != pool:
+                    wrong.append('%s (%s) vCPU %d on %s, not %s' % (
+                        sid, mode, vcpu, sorted(allowed), sorted(pool)))
+        return '; '.join(wrong) or None
+
+    def assert_pinned(self, package_on=True, timeout=30):
+        """Every live guest on both hosts where the policy says, within
+        ``timeout`` (passes run after nova's operation returns)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            wrong = self.pinned_as_policy(package_on)
+            if wrong is None:
+                return
+            if time.monotonic() > deadline:
+                self.fail('not pinned as the policy says after %d s: %s' % (
+                    timeout, wrong))
+            time.sleep(0.2)
+
+    def assert_no_fault(self, server):
+        s = self.get(server)
+        self.assertIsNone(s.fault, '%s has a fault: %s' % (s.name, s.fault))
+        self.assertNotEqual('ERROR', s.status)
+
+    def assert_no_compute_error(self):
+        self.assertEqual([], compute_log_errors(self.sizes))

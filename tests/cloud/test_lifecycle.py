@@ -1,0 +1,170 @@
+"""The package's life inside a real nova-compute: a live migration's
+arriving XML, the ratio an operator sets in placement, nova-compute
+restarted and killed, and the package switched off."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+from tests.cloud import base
+
+
+def domain_xml(host, name, inactive=False):
+    uri = 'qemu+tcp://127.0.0.1:%d/system' % (16520 + base.host_index(host))
+    cmd = ['virsh', '-c', uri, 'dumpxml', name]
+    if inactive:
+        cmd.append('--inactive')
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                          check=True).stdout
+
+
+def status_json(host):
+    """``nova-pinning status --format json`` as the operator runs it on
+    that compute host (in its namespaces, with nova-compute's config)."""
+    n = base.host_index(host)
+    with open('/run/nph-cloud/libvirtd%d.pid' % n) as f:
+        pid = f.read().split()[0]  # pid and start time
+    with open(os.path.join(base.STATE, 'series')) as f:
+        series = f.read().strip()
+    venv = '/var/cache/nova-pinning-hooks/cloud/venv-%s' % series
+    etc = os.path.join(base.STATE, 'etc', 'nova')
+    out = subprocess.run(
+        ['nsenter', '-t', pid, '-m', '-u', '-C', '--',
+         venv + '/bin/nova-pinning',
+         '--config-file', etc + '/nova.conf',
+         '--config-file', '%s/compute%d.conf' % (etc, n),
+         '--config-file', '%s/pinning%d.conf' % (etc, n),
+         'status', '--format', 'json'],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
+def overcommit_file(host):
+    path = os.path.join(base.STATE, 'compute%d' % base.host_index(host),
+                        'pinning', 'nova', 'overcommit.json')
+    with open(path) as f:
+        return json.load(f)
+
+
+class TestLifecycle(base.CloudTestCase):
+
+    def setUp(self):
+        super().setUp()
+        if base.package_state() != 'on':
+            base.cloud('package', 'on')
+
+    def test_live_migrated_guest_arrives_without_the_source_pins(self):
+        a = self.boot('lm', host='nph-compute1')
+        self.assert_pinned()
+        name = self.get(a).instance_name
+        self.assertIn('<vcpupin', domain_xml('nph-compute1', name))
+        self.admin.compute.live_migrate_server(a, host='nph-compute2',
+                                               block_migration='auto')
+        deadline = time.monotonic() + base.TIMEOUT
+        while self.get(a).compute_host != 'nph-compute2':
+            self.assertLess(time.monotonic(), deadline, 'no migration')
+            time.sleep(0.5)
+        self.wait_status(a, 'ACTIVE')
+        self.assert_no_fault(a)
+        # nova defined the guest on the destination from the XML it
+        # migrated: none of the source's pins in it ...
+        self.assertNotIn('<vcpupin', domain_xml('nph-compute2', name,
+                                                inactive=True))
+        # ... and the destination's package pinned it, live.
+        self.assert_pinned()
+        live = domain_xml('nph-compute2', name)
+        self.assertIn("<vcpupin vcpu='0' cpuset='0'/>", live)
+        self.assert_no_compute_error()
+
+    def test_a_ratio_set_in_placement_reaches_the_file_and_the_pass(self):
+        rp = next(self.admin.placement.resource_providers(
+            name='nph-compute1'))
+        path = '/resource_providers/%s/inventories/VCPU' % rp.id
+
+        def set_ratio(ratio):
+            inv = self.admin.placement.get(path).json()
+            inv['allocation_ratio'] = ratio
+            r = self.admin.placement.put(path, json=inv)
+            self.assertEqual(200, r.status_code, r.text)
+
+        guests = [self.boot('r%d' % i, host='nph-compute1')
+                  for i in range(3)]
+        self.assert_pinned()
+        before = status_json('nph-compute1')
+        self.assertEqual(4.0, before['allocation_ratio'])
+        self.assertEqual({'rule-2-node-range'},
+                         {g['rule'] for g in before['guests']})
+        self.addCleanup(set_ratio, 4.0)
+        set_ratio(1.0)
+        # nova refreshes its provider tree from placement (every 10 s
+        # here), the package notes the ratio and rewrites its file.
+        deadline = time.monotonic() + 90
+        while overcommit_file('nph-compute1')['allocation_ratio'] != 1.0:
+            self.assertLess(time.monotonic(), deadline,
+                            'the ratio never reached the overcommit file')
+            time.sleep(1)
+        self.assertEqual('placement',
+                         overcommit_file('nph-compute1')['ratio_source'])
+        # The next pass (an operation) plans with it: 3 vCPUs > 2 x 1.
+        self.admin.compute.reboot_server(guests[0], 'HARD')
+        self.wait_status(guests[0], 'ACTIVE')
+        deadline = time.monotonic() + 30
+        while True:
+            after = status_json('nph-compute1')
+            rules = {g['rule'] for g in after['guests']}
+            if rules == {'rule-1-host-range'}:
+                break
+            self.assertLess(time.monotonic(), deadline, rules)
+            time.sleep(1)
+        self.assertEqual(1.0, after['allocation_ratio'])
+        self.assertEqual('placement', after['allocation_ratio_source'])
+        self.assert_pinned()
+
+    def test_nova_compute_restarted_and_killed(self):
+        a = self.boot('k1', host='nph-compute1')
+        b = self.boot('k2', host='nph-compute1')
+        self.assert_pinned()
+        log = os.path.join(base.LOG, 'nova-compute1.log')
+        for how in ([], ['--kill']):
+            size = os.path.getsize(log)
+            base.cloud('restart-compute', '1', *how)
+            # The package came back with nova-compute: its start pass.
+            deadline = time.monotonic() + 60
+            while True:
+                with open(log, 'rb') as f:
+                    f.seek(size)
+                    new = f.read().decode('utf-8', 'replace')
+                if re.search(r'nova_pinning_hooks.* rebinding pass', new):
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                'no pass after nova-compute %s' % (
+                                    'was killed' if how else 'restarted'))
+                time.sleep(1)
+            self.assert_pinned()
+            for s in (a, b):
+                self.assert_no_fault(s)
+        # And it still follows operations: a third guest, node range.
+        self.boot('k3', host='nph-compute1')
+        self.assert_pinned()
+        self.assert_no_compute_error()
+
+    def test_switched_off_no_pin_of_ours(self):
+        base.cloud('package', 'off')
+        self.addCleanup(base.cloud, 'package', 'on')
+        a = self.boot('off1', host='nph-compute1')
+        b = self.boot('off2', host='nph-compute2')
+        self.assert_pinned(package_on=False)
+        for s, host in ((a, 'nph-compute1'), (b, 'nph-compute2')):
+            xml = domain_xml(host, self.get(s).instance_name)
+            self.assertNotIn('<vcpupin', xml)
+            self.assertNotIn('<emulatorpin', xml)
+        with open(os.path.join(base.LOG, 'nova-compute1.log'), 'rb') as f:
+            f.seek(self.sizes[os.path.join(base.LOG, 'nova-compute1.log')])
+            tail = f.read().decode('utf-8', 'replace')
+        # The restart without the driver line: no pass of ours since.
+        restart = tail.rfind('Starting compute node')
+        self.assertNotEqual(-1, restart)
+        self.assertNotIn('rebinding pass', tail[restart:])
+        self.assert_no_compute_error()

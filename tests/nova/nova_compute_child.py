@@ -8,7 +8,8 @@ since monkey patching is process-wide):
 
 ``fake`` swaps libvirt for tests/fakelibvirt.py with one nova guest, so
 the in-process pass can be checked; without it passes use the libvirt of
-the configuration.
+the configuration. Like nova-compute, the child sets up logging
+(``oslo_log.log.setup``) right after parsing its configuration.
 """
 
 import inspect
@@ -57,6 +58,12 @@ from nova import objects  # noqa: E402
 # oslo.messaging, which loads the configured notification drivers,
 # nova_pinning among them: that activates the hooks.
 config.parse_args(sys.argv)
+# nova/cmd/compute.py's next line: logging is set up only now.
+from oslo_log import log as oslo_logging  # noqa: E402
+
+import nova.conf  # noqa: E402
+
+oslo_logging.setup(nova.conf.CONF, 'nova')
 objects.register_all()
 
 from nova_pinning_hooks.nova import agent  # noqa: E402

@@ -3,8 +3,9 @@
 Each test starts a child process that starts up like nova-compute (import
 nova.cmd.compute, parse the configuration) with
 ``[oslo_messaging_notifications] driver = nova_pinning`` in its
-configuration, which is how an operator switches the package on, then
-calls a hooked ComputeManager method through nova's own decorators. One
+configuration, which is how an operator switches the package on, sets
+up logging into a log file as nova-compute does, then calls a hooked
+ComputeManager method through nova's own decorators. One
 child per concurrency mode: nova's native threading mode (eventlet
 forbidden) and its eventlet mode.
 """
@@ -24,6 +25,7 @@ CONF = """[DEFAULT]
 transport_url = fake:/
 host = compute-test
 state_path = {tmp}
+log_file = {tmp}/nova-compute.log
 cpu_allocation_ratio = {ratio}
 [compute]
 cpu_shared_set = {shared}
@@ -74,6 +76,9 @@ class NovaChildTestCase(testtools.TestCase):
         self.stderr = proc.stderr
         with open(os.path.join(tmp, 'overcommit.json')) as f:
             self.overcommit = json.load(f)
+        self.tmp = tmp
+        with open(os.path.join(tmp, 'nova-compute.log')) as f:
+            self.log = f.read()
         return json.loads(lines[0][len('REPORT '):])
 
     def check_common(self, report):
@@ -99,6 +104,14 @@ class NovaChildTestCase(testtools.TestCase):
                          self.overcommit['ratio_source'])
         self.assertEqual('0-1', self.overcommit['shared_cpus'])
         self.assertEqual('compute-test', self.overcommit['host'])
+        # The activation lines nova.rst tells operators to look for reach
+        # nova-compute's log file, though the package was activated
+        # before nova set up its logging.
+        self.assertIn('nova-pinning-hooks: wrote %s/overcommit.json'
+                      % self.tmp, self.log)
+        self.assertIn('nova-pinning-hooks: hook bind_numa_affinity runs '
+                      'after ComputeManager.', self.log)
+        self.assertIn('nova-pinning-hooks: active (', self.log)
 
 
 class TestThreadingMode(NovaChildTestCase):

@@ -44,6 +44,10 @@ class AgentTestCase(testtools.TestCase):
         super().setUp()
         self.addCleanup(agent.deactivate)
         self.addCleanup(hooks.reset)
+        # Records are not held for a logging set-up that never comes
+        # (test_earlylog tests the holding).
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.earlylog.hold', lambda: False))
         self.cls = type('Manager', (FakeManager,), dict(vars(FakeManager)))
         self.fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('small-1node'))).host

@@ -2,14 +2,16 @@
 
 nova-compute builds its notification drivers, and so activates the
 package, inside ``nova.config.parse_args``; only then does it call
-``oslo_log.log.setup``. Until that call the root logger has no handler
-and its level is WARNING: the activation lines operators are told to
-look for (the overcommit file written, the methods hooked) would be
-dropped. ``hold()`` keeps the package's records from then on;
-``release()`` hands them to the handlers once nova's logging has some.
-It is called by a watcher thread that ``hold()`` starts (it checks every
-``POLL`` seconds, for at most ``WATCH`` seconds) and by the hooks, so
-the lines are written whether or not the package activated.
+``oslo_log.log.setup``. Until that call the root logger's level is
+WARNING and its only handler, if any, is oslo.log's provisional one on
+stderr: the activation lines operators are told to look for (the
+overcommit file written, the methods hooked) would be dropped, and
+warnings would reach stderr but never the log file. ``hold()`` keeps
+the package's records from then on; ``release()`` hands them to the
+handlers once nova's logging has some. It is called by a watcher
+thread that ``hold()`` starts (it checks every ``POLL`` seconds, for at
+most ``WATCH`` seconds) and by the hooks, so the lines are written
+whether or not the package activated.
 
 Invariants:
 

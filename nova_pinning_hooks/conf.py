@@ -107,7 +107,15 @@ pinning_opts = [
                 help='Master switch. When false, hooks and periodic passes '
                      'do nothing and no guest is touched.'),
     cfg.StrOpt('connection_uri', default='qemu:///system',
-               help='libvirt connection URI of the local hypervisor.'),
+               help='libvirt connection URI of the local hypervisor. '
+                    'Inside nova-compute, unless set here, the package '
+                    'binds the guests of nova\'s own connection: '
+                    '[libvirt] connection_uri, or, when that is empty, '
+                    'the URI nova derives from [libvirt] virt_type '
+                    '(qemu:///system for kvm and qemu); its pass worker '
+                    'process is given the same. The nova-pinning '
+                    'commands and the agent run outside nova use this '
+                    'option (or --connection).'),
     cfg.StrOpt('reserved_cpus',
                help='Host CPUs kept for the host (libvirt CPU set syntax, '
                     'for example "0-1"). They never carry guest vCPUs, '

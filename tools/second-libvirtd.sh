@@ -2,10 +2,11 @@
 # A second libvirtd on this machine, for live migration tests: its own
 # mount namespace with its own /run, /var/lib/libvirt, /var/cache/libvirt,
 # /var/log/libvirt and /etc/libvirt (so its own virtlogd, pid files,
-# sockets, domains and host UUID), listening on 127.0.0.1 only (TCP, no
-# authentication: loopback, tests only), and seeing as its cpuset
-# hierarchy a group that holds CPU 0 only: guests it starts cannot use
-# CPU 1, like a destination host that lacks a CPU or keeps it reserved.
+# sockets, domains and host UUID: the first daemon's configuration is
+# copied, none of its domains, networks or pools), listening on 127.0.0.1
+# only (TCP, no authentication: loopback, tests only), and seeing as its
+# cpuset hierarchy a group that holds CPU 0 only: guests it starts cannot
+# use CPU 1, like a destination host that lacks a CPU or keeps it reserved.
 #
 #   tools/second-libvirtd.sh start DIR [PORT]   # prints its URI
 #   tools/second-libvirtd.sh stop DIR
@@ -41,7 +42,16 @@ fi
 
 rm -rf "$dir"
 mkdir -p "$dir"/{run,lib,cache,log,etc}
+# The first daemon's configuration, but none of its objects: its
+# persistent domains (a nova-compute here would see another host's
+# guests and refuse to start: "My hypervisor has existing instances"),
+# their autostart links, its networks (an autostarted one would clash
+# with the first's bridge) and its storage pools.
 cp -a /etc/libvirt/. "$dir/etc/"
+if [ -d "$dir/etc/qemu" ]; then
+    find "$dir/etc/qemu" -maxdepth 1 -name '*.xml' -delete
+fi
+rm -rf "$dir/etc/qemu/autostart" "$dir/etc/qemu/networks" "$dir/etc/storage"
 cat > "$dir/etc/libvirtd.conf" <<CONF
 host_uuid = "6a8b1c2d-0000-4000-8000-00000000d2d2"
 listen_tls = 0

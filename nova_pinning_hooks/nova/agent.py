@@ -42,6 +42,13 @@ Invariants:
   opened only with ``[nova_pinning] metrics_listen`` set, by the same
   (``httpserve``: bounded threads and time); a metrics failure is a
   logged warning or error, never a failed pass;
+* inside nova-compute the package binds the guests of nova's own libvirt
+  connection: unless ``[nova_pinning] connection_uri`` is set (in a file,
+  on the command line or by an override), it becomes the URI nova's
+  libvirt driver opens (``[libvirt] connection_uri``, or the one nova
+  derives from ``[libvirt] virt_type``: ``qemu:///system`` for kvm and
+  qemu), for the pass thread and, with ``--connection``, the worker
+  process;
 * every failure is logged; none reaches nova.
 """
 
@@ -54,6 +61,7 @@ import sys
 import threading
 import time
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
@@ -65,6 +73,14 @@ from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
+
+# The URI nova's libvirt driver opens when [libvirt] connection_uri is
+# empty, by [libvirt] virt_type (LibvirtDriver._uri); kvm and qemu: the
+# default.
+NOVA_URIS = {'lxc': 'lxc:///', 'parallels': 'parallels:///system'}
+NOVA_URI = 'qemu:///system'
+# Where an option's value comes from when nobody set it.
+_UNSET = (cfg.Locations.opt_default, cfg.Locations.set_default)
 
 _AGENT = None
 _ACTIVATION_LOCK = threading.Lock()
@@ -218,7 +234,11 @@ class Agent:
             argv += ['--config-file', path]
         for path in getattr(self.conf, 'config_dir', None) or ():
             argv += ['--config-dir', path]
-        return argv + ['agent', '--requests-on-stdin']
+        # nova's connection (follow_nova_connection) is in no file the
+        # worker reads.
+        return argv + ['agent', '--connection',
+                       self.conf.nova_pinning.connection_uri,
+                       '--requests-on-stdin']
 
     def _pass_in_child(self):
         """Hand the request to the worker process (started, or started
@@ -273,6 +293,37 @@ def in_nova_compute():
     return 'nova.cmd.compute' in sys.modules or argv0 == 'nova-compute'
 
 
+def nova_connection_uri(conf):
+    """The libvirt URI nova's libvirt driver opens, from nova's options
+    in ``conf``; None where they are not registered (out of nova)."""
+    try:
+        uri = conf.libvirt.connection_uri
+        virt_type = conf.libvirt.virt_type
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        return None
+    return uri or NOVA_URIS.get(virt_type, NOVA_URI)
+
+
+def follow_nova_connection(conf):
+    """Unless ``[nova_pinning] connection_uri`` is set, make it nova's
+    own libvirt connection; returns the URI passes use."""
+    group = conf_mod.PINNING_GROUP
+    ours = conf.nova_pinning.connection_uri
+    if conf.get_location('connection_uri', group).location not in _UNSET:
+        LOG.info('nova-pinning-hooks: libvirt connection %s ([%s] '
+                 'connection_uri)', ours, group)
+        return ours
+    uri = nova_connection_uri(conf)
+    if uri is None:
+        return ours
+    conf.set_override('connection_uri', uri, group=group)
+    LOG.info('nova-pinning-hooks: libvirt connection %s (nova\'s: '
+             '[libvirt] connection_uri%s)', uri,
+             '' if conf.libvirt.connection_uri else
+             ' unset, virt_type %s' % conf.libvirt.virt_type)
+    return uri
+
+
 def _install_driver_hooks(driver_cls, migration_module):
     """The allocation-ratio hook and the live migration XML filter, on
     nova's libvirt driver (``compat.lacking`` checked them first)."""
@@ -323,6 +374,7 @@ def activate(conf, manager_cls=None, driver_cls=None,
             LOG.error('nova-pinning-hooks: not activated, nothing hooked: '
                       'this nova lacks %s', ', '.join(lacking))
             return None
+        follow_nova_connection(conf)  # before anything is installed
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)
         _install_driver_hooks(driver_cls, migration_module)

@@ -9,6 +9,7 @@ exception reaches nova's thread.
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import earlylog
 from nova_pinning_hooks.nova import hooks
 
 LOG = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ class BindNumaAffinityHook:
         return None
 
     def post(self, rv, *args, **kwargs):
+        earlylog.release()  # the activation lines, if still held
         try:
             method = hooks.current_function() or 'hook'
             host = getattr(args[0], 'host', None) if args else None
@@ -40,6 +42,7 @@ class AllocationRatioHook:
         return None
 
     def post(self, rv, *args, **kwargs):
+        earlylog.release()
         try:
             tree = args[1] if len(args) > 1 else kwargs.get('provider_tree')
             node = args[2] if len(args) > 2 else kwargs.get('nodename')

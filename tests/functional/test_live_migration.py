@@ -15,6 +15,9 @@ writes (vCPU and emulator on CPU 1, ``VIR_DOMAIN_AFFECT_LIVE``).
   ``get_updated_guest_xml`` returns to nova; ``tests/nova_functional``
   shows nova's own function wrapped), the migration succeeds, and the
   destination's pass binds the guest to the CPUs it has, as /proc shows.
+* The second daemon starts with none of the first's persistent domain
+  definitions (a nova-compute there would refuse to start: "My
+  hypervisor has existing instances").
 """
 
 import os
@@ -26,12 +29,17 @@ from tests.functional import base
 
 SCRIPT = os.path.join(base.TOP, 'tools', 'second-libvirtd.sh')
 NAME = base.PREFIX + 'migrating'
+DEFINED = base.PREFIX + 'defined-on-source'
 
 
 class TestLiveMigration(base.FunctionalTestCase):
 
     def setUp(self):
         super().setUp()
+        # A persistent definition on the source, as a nova host has.
+        self.conn.defineXML(base.GUEST_XML.format(
+            type=self.virt_type, name=DEFINED, vcpus=1))
+        self.addCleanup(self._undefine, DEFINED)
         self.dest_dir = os.path.join(self.tmp, 'second-libvirtd')
         proc = subprocess.run([SCRIPT, 'start', self.dest_dir],
                               capture_output=True, text=True, timeout=120)
@@ -44,6 +52,12 @@ class TestLiveMigration(base.FunctionalTestCase):
         self.dest = self.libvirt.open(self.dest_uri)
         self.addCleanup(self.dest.close)
         self.addCleanup(self._destroy_on_dest)
+
+    def _undefine(self, name):
+        try:
+            self.conn.lookupByName(name).undefine()
+        except self.libvirt.libvirtError:
+            pass  # not there
 
     def _destroy_on_dest(self):
         try:
@@ -67,6 +81,13 @@ class TestLiveMigration(base.FunctionalTestCase):
             self.dest_uri,
             {self.libvirt.VIR_MIGRATE_PARAM_DEST_XML: xml},
             self.libvirt.VIR_MIGRATE_LIVE | self.libvirt.VIR_MIGRATE_PEER2PEER)
+
+    def test_the_destination_has_none_of_the_sources_definitions(self):
+        source = {d.name() for d in self.conn.listAllDomains(
+            self.libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
+        self.assertIn(DEFINED, source)
+        self.assertEqual(set(), source & {d.name() for d in
+                                          self.dest.listAllDomains()})
 
     def test_our_pins_in_the_xml_make_it_fail(self):
         dom, xml = self.pinned_source_guest()

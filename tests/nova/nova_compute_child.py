@@ -6,9 +6,12 @@ since monkey patching is process-wide):
 
     python nova_compute_child.py threading|eventlet CONFIG_FILE [fake]
 
-``fake`` swaps libvirt for tests/fakelibvirt.py with one nova guest, so
+``fake`` swaps libvirt for tests/fakelibvirt.py with one nova guest on
+the fake host at ``NOVA_URI`` (the configuration's ``[libvirt]
+connection_uri``) and another on a decoy host at ``qemu:///system``, so
 the in-process pass can be checked; without it passes use the libvirt of
-the configuration.
+the configuration. Like nova-compute, the child sets up logging
+(``oslo_log.log.setup``) right after parsing its configuration.
 """
 
 import inspect
@@ -18,6 +21,7 @@ import sys
 from unittest import mock
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+NOVA_URI = 'qemu+tcp://nova-libvirt.invalid/system'
 mode, conf_path = sys.argv[1], sys.argv[2]
 use_fake = len(sys.argv) > 3 and sys.argv[3] == 'fake'
 os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = (
@@ -37,9 +41,15 @@ if use_fake:
     from tests.unit import hosts  # noqa: E402
     virt.libvirt = fakelibvirt
     FAKE = fakelibvirt.FakeHost(hosts.load('small-1node'))
-    fakelibvirt.register('qemu:///system', FAKE)
+    fakelibvirt.register(NOVA_URI, FAKE)
     FAKE.add_domain('instance-00000001', 2,
                     xml=hosts.domain_xml('instance-00000001', 2))
+    # Another compute's libvirt at the package's own default URI: nothing
+    # of it may be touched.
+    DECOY = fakelibvirt.FakeHost(hosts.load('small-1node'))
+    fakelibvirt.register('qemu:///system', DECOY)
+    DECOY.add_domain('instance-00000002', 2,
+                     xml=hosts.domain_xml('instance-00000002', 2))
     virt.Host._memory_from_proc = lambda self, name: {'0': 65536}
 
 CM = manager.ComputeManager
@@ -57,6 +67,12 @@ from nova import objects  # noqa: E402
 # oslo.messaging, which loads the configured notification drivers,
 # nova_pinning among them: that activates the hooks.
 config.parse_args(sys.argv)
+# nova/cmd/compute.py's next line: logging is set up only now.
+from oslo_log import log as oslo_logging  # noqa: E402
+
+import nova.conf  # noqa: E402
+
+oslo_logging.setup(nova.conf.CONF, 'nova')
 objects.register_all()
 
 from nova_pinning_hooks.nova import agent  # noqa: E402
@@ -89,6 +105,8 @@ if a is None:
     print(json.dumps(report))
     sys.exit(0)
 report['out_of_process'] = a.out_of_process
+report['connection_uri'] = a.conf.nova_pinning.connection_uri
+report['child_argv'] = a.child_argv()
 report['wrapped'] = sorted(
     n for n, v in vars(CM).items()
     if getattr(v, hookpoints.MARK, None) == 'bind_numa_affinity')
@@ -106,6 +124,10 @@ if use_fake:
     report['fake_pins'] = {
         str(v): list(c) for v, c in
         FAKE.by_name('instance-00000001').vcpu_pins.items()}
+    report['decoy_pins'] = {
+        str(v): list(c) for v, c in
+        DECOY.by_name('instance-00000002').vcpu_pins.items()}
+    report['decoy_calls'] = sum(DECOY.calls.values())
 
 
 def call_pause(fail):

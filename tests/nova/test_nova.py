@@ -3,8 +3,9 @@
 Each test starts a child process that starts up like nova-compute (import
 nova.cmd.compute, parse the configuration) with
 ``[oslo_messaging_notifications] driver = nova_pinning`` in its
-configuration, which is how an operator switches the package on, then
-calls a hooked ComputeManager method through nova's own decorators. One
+configuration, which is how an operator switches the package on, sets
+up logging into a log file as nova-compute does, then calls a hooked
+ComputeManager method through nova's own decorators. One
 child per concurrency mode: nova's native threading mode (eventlet
 forbidden) and its eventlet mode.
 """
@@ -19,14 +20,23 @@ import testtools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, 'nova_compute_child.py')
+# nova's own libvirt connection: in the fake, where the child's nova guest
+# is (qemu:///system holds another compute's guest); for real, this
+# host's libvirtd through its socket, a URI other than the package's
+# default.
+FAKE_NOVA_URI = 'qemu+tcp://nova-libvirt.invalid/system'
+REAL_NOVA_URI = 'qemu+unix:///system?socket=/run/libvirt/libvirt-sock'
 
 CONF = """[DEFAULT]
 transport_url = fake:/
 host = compute-test
 state_path = {tmp}
+log_file = {tmp}/nova-compute.log
 cpu_allocation_ratio = {ratio}
 [compute]
 cpu_shared_set = {shared}
+[libvirt]
+connection_uri = {uri}
 [oslo_messaging_notifications]
 driver = nova_pinning
 [nova_pinning]
@@ -60,7 +70,9 @@ class NovaChildTestCase(testtools.TestCase):
         tmp = self.useFixture(fixtures.TempDir()).path
         path = os.path.join(tmp, 'nova.conf')
         with open(path, 'w') as f:
-            f.write(CONF.format(tmp=tmp, ratio=ratio, shared=shared))
+            f.write(CONF.format(tmp=tmp, ratio=ratio, shared=shared,
+                                uri=FAKE_NOVA_URI if fake
+                                else REAL_NOVA_URI))
         argv = [sys.executable, CHILD, mode, path] + (['fake'] if fake
                                                       else [])
         env = dict(os.environ)
@@ -74,6 +86,9 @@ class NovaChildTestCase(testtools.TestCase):
         self.stderr = proc.stderr
         with open(os.path.join(tmp, 'overcommit.json')) as f:
             self.overcommit = json.load(f)
+        self.tmp = tmp
+        with open(os.path.join(tmp, 'nova-compute.log')) as f:
+            self.log = f.read()
         return json.loads(lines[0][len('REPORT '):])
 
     def check_common(self, report):
@@ -99,6 +114,14 @@ class NovaChildTestCase(testtools.TestCase):
                          self.overcommit['ratio_source'])
         self.assertEqual('0-1', self.overcommit['shared_cpus'])
         self.assertEqual('compute-test', self.overcommit['host'])
+        # The activation lines nova.rst tells operators to look for reach
+        # nova-compute's log file, though the package was activated
+        # before nova set up its logging.
+        self.assertIn('nova-pinning-hooks: wrote %s/overcommit.json'
+                      % self.tmp, self.log)
+        self.assertIn('nova-pinning-hooks: hook bind_numa_affinity runs '
+                      'after ComputeManager.', self.log)
+        self.assertIn('nova-pinning-hooks: active (', self.log)
 
 
 class TestThreadingMode(NovaChildTestCase):
@@ -123,6 +146,13 @@ class TestThreadingMode(NovaChildTestCase):
         self.assertEqual(2, len(report['fake_pins']))
         self.assertEqual(2, len({tuple(c) for c in
                                  report['fake_pins'].values()}))
+        # It followed nova's [libvirt] connection_uri: the libvirt at the
+        # package's default URI (another compute's) was never opened.
+        self.assertEqual(FAKE_NOVA_URI, report['connection_uri'])
+        self.assertIn("nova-pinning-hooks: libvirt connection %s (nova's: "
+                      "[libvirt] connection_uri)" % FAKE_NOVA_URI, self.log)
+        self.assertEqual({}, report['decoy_pins'])
+        self.assertEqual(0, report['decoy_calls'])
 
 
 class TestEventletMode(NovaChildTestCase):
@@ -139,6 +169,10 @@ class TestEventletMode(NovaChildTestCase):
         self.assertEqual('True', report['last_pass'])
         self.assertTrue(report['worker_alive'])
         self.assertEqual(1, report['worker_starts'])
+        # The worker is told nova's libvirt connection.
+        self.assertEqual(REAL_NOVA_URI, report['connection_uri'])
+        argv = report['child_argv']
+        self.assertEqual(REAL_NOVA_URI, argv[argv.index('--connection') + 1])
         # Its passes (logged on nova-compute's stderr, which it shares)
         # ran and failed none.
         passes = [x for x in self.stderr.splitlines()

@@ -44,6 +44,10 @@ class AgentTestCase(testtools.TestCase):
         super().setUp()
         self.addCleanup(agent.deactivate)
         self.addCleanup(hooks.reset)
+        # Records are not held for a logging set-up that never comes
+        # (test_earlylog tests the holding).
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.earlylog.hold', lambda: False))
         self.cls = type('Manager', (FakeManager,), dict(vars(FakeManager)))
         self.fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('small-1node'))).host
@@ -176,11 +180,13 @@ class TestOutOfProcess(AgentTestCase):
         a.conf = mock.Mock(config_file=['/etc/nova/nova.conf',
                                         '/etc/nova/nova-compute.conf'],
                            config_dir=None)
+        a.conf.nova_pinning.connection_uri = 'qemu:///system'
         argv = a.child_argv()
         self.assertEqual([sys.executable, '-m',
                           'nova_pinning_hooks.cmd.pinning', '--config-file',
                           '/etc/nova/nova.conf', '--config-file',
                           '/etc/nova/nova-compute.conf', 'agent',
+                          '--connection', 'qemu:///system',
                           '--requests-on-stdin'], argv)
 
     def test_one_long_lived_worker_started_again_if_it_dies(self):
@@ -251,3 +257,74 @@ class TestNotifierSwitch(AgentTestCase):
                 mock.patch.dict(sys.modules):
             sys.modules.pop('nova.cmd.compute', None)
             self.assertFalse(agent.in_nova_compute())
+
+
+def with_nova_libvirt(conf, **values):
+    """nova's [libvirt] options (as nova registers them), set."""
+    conf.register_opts([cfg.StrOpt('connection_uri', default=''),
+                        cfg.StrOpt('virt_type', default='kvm')],
+                       group='libvirt')
+    for name, value in values.items():
+        conf.set_override(name, value, group='libvirt')
+    return conf
+
+
+class TestNovaConnection(AgentTestCase):
+    """Inside nova-compute the package binds nova's libvirt's guests."""
+
+    def test_follows_nova_connection_uri(self):
+        conf = with_nova_libvirt(nova_like_conf(self),
+                                 connection_uri='qemu+tcp://h2:16510/system')
+        self.assertEqual('qemu+tcp://h2:16510/system',
+                         agent.follow_nova_connection(conf))
+        self.assertEqual('qemu+tcp://h2:16510/system',
+                         conf.nova_pinning.connection_uri)
+
+    def test_nova_default_by_virt_type(self):
+        for virt_type, uri in [('kvm', 'qemu:///system'),
+                               ('qemu', 'qemu:///system'),
+                               ('lxc', 'lxc:///'),
+                               ('parallels', 'parallels:///system')]:
+            conf = with_nova_libvirt(nova_like_conf(self),
+                                     virt_type=virt_type)
+            self.assertEqual(uri, agent.follow_nova_connection(conf))
+
+    def test_ours_wins_when_set(self):
+        conf = with_nova_libvirt(nova_like_conf(
+            self, connection_uri='qemu+unix:///system?socket=/s'),
+            connection_uri='qemu+tcp://h2:16510/system')
+        self.assertEqual('qemu+unix:///system?socket=/s',
+                         agent.follow_nova_connection(conf))
+
+    def test_ours_from_a_file_wins_even_at_its_default_value(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'nova.conf')
+        with open(path, 'w') as f:
+            f.write('[libvirt]\nconnection_uri = qemu+tcp://h2/system\n'
+                    '[nova_pinning]\nconnection_uri = qemu:///system\n')
+        conf = cfg.ConfigOpts()
+        conf_mod.register_opts(conf)
+        with_nova_libvirt(conf)
+        conf(['--config-file', path], default_config_files=[])
+        self.assertEqual('qemu:///system',
+                         agent.follow_nova_connection(conf))
+
+    def test_out_of_nova_unchanged(self):
+        conf = nova_like_conf(self)  # no [libvirt] group
+        self.assertEqual('qemu:///system',
+                         agent.follow_nova_connection(conf))
+
+    def test_activation_binds_nova_libvirt_not_the_default(self):
+        nova_host = self.useFixture(FakeLibvirtFixture(
+            hosts.load('small-1node'), uri='test:///nova')).host
+        nova_host.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
+        self.fake.add_domain('other', 2, xml=hosts.domain_xml('other', 2))
+        conf = with_nova_libvirt(nova_like_conf(self),
+                                 connection_uri='test:///nova')
+        a = agent.activate(conf, manager_cls=self.cls)
+        self.assertTrue(a.coalescer.request('test', wait=True, timeout=10))
+        self.assertEqual(2, len(nova_host.by_name('g').vcpu_pins))
+        self.assertEqual({}, self.fake.by_name('other').vcpu_pins)
+        self.assertEqual(0, sum(self.fake.calls.values()))
+        self.assertEqual(['--connection', 'test:///nova'],
+                         a.child_argv()[-3:-1])

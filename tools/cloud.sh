@@ -10,8 +10,9 @@
 #   API and cell1: DevStack's "singleconductor") and nova-scheduler;
 #   two compute hosts, nph-compute1 and nph-compute2, each its own
 #   libvirtd and nova-compute in its own mount, UTS and cgroup namespace
-#   (its own hostname, /run, /etc/libvirt, /var/lib/libvirt and cgroup
-#   subtree; one instances_path shared by both, like shared storage),
+#   (its own hostname, address on loopback (127.0.0.11, .12), /run,
+#   /etc/libvirt, /var/lib/libvirt, cgroup subtree and instances
+#   storage, and an sshd for nova's disk copies between hosts),
 #   and the package pip-installed into nova's virtualenv from this
 #   checkout and switched on as doc/source/nova.rst tells operators
 #   (``[oslo_messaging_notifications] driver = nova_pinning``).
@@ -39,7 +40,9 @@ SOCK=/run/mysqld/nph-cloud.sock  # where the mysql user may create it
 LOG=/var/log/nph-cloud
 PASS=nph-cloud-secret  # loopback only
 HOSTS=(nph-compute1 nph-compute2)
+HOST_IPS=(127.0.0.11 127.0.0.12)  # each compute's my_ip, on loopback
 LIBVIRT_PORTS=(16521 16522)
+SSH_PORTS=(2211 2212)  # nova copies disks between hosts with ssh/scp
 
 series=34
 package=on
@@ -128,7 +131,7 @@ wait_http() {  # URL NAME: until it answers (any HTTP status), 90 s
 # --- Debian's parts -------------------------------------------------------
 debian() {
     local missing=() p
-    for p in mariadb-server rabbitmq-server curl uwsgi-core; do
+    for p in mariadb-server rabbitmq-server curl openssh-server openssh-client; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
             || missing+=("$p")
     done
@@ -396,6 +399,7 @@ EOF
         { cat <<EOF
 [DEFAULT]
 host = nph-compute$i
+my_ip = ${HOST_IPS[$((i - 1))]}
 log_file = $LOG/nova-compute$i.log
 state_path = $STATE/compute$i/nova
 [libvirt]
@@ -527,6 +531,29 @@ import = nph_neutron_models"
 # namespace, and its nova-compute entered into the same namespaces.
 host_dir() { echo "$STATE/compute$1"; }
 
+# nova copies a guest's disk to another host with ssh and scp, as root
+# here: one key, each host's sshd on its own address and port, and a
+# client configuration (root's ~/.ssh in each host's namespace) that
+# knows both.
+ssh_keys() {
+    local k=$STATE/ssh
+    mkdir -p "$k/client"
+    chmod 0700 "$k" "$k/client"
+    [ -f "$k/host_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -f "$k/host_ed25519"
+    [ -f "$k/client/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -f "$k/client/id_ed25519"
+    install -m 0600 "$k/client/id_ed25519.pub" "$k/authorized_keys"
+    {
+        local i
+        for i in 0 1; do
+            printf 'Host %s %s\n  HostName %s\n  Port %s\n' "${HOST_IPS[$i]}" \
+                "${HOSTS[$i]}" "${HOST_IPS[$i]}" "${SSH_PORTS[$i]}"
+        done
+        printf 'Host *\n  User root\n  IdentityFile /root/.ssh/id_ed25519\n'
+        printf '  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n'
+    } > "$k/client/config"
+    chmod 0600 "$k/client/config"
+}
+
 start_libvirtd() {  # N
     local n=$1 dir name=${HOSTS[$(($1 - 1))]} port=${LIBVIRT_PORTS[$(($1 - 1))]}
     dir=$(host_dir "$n")
@@ -536,7 +563,7 @@ start_libvirtd() {  # N
     fi
     stop_proc "libvirtd$n" 5
     stop_virtlogd "$n"  # a daemon killed alone leaves it holding its pid file
-    mkdir -p "$dir"/{run,lib,cache,log,etc,pinning,nova}
+    mkdir -p "$dir"/{run,lib,cache,log,etc,pinning,nova,instances}
     chmod 0755 "$dir/pinning"
     mkdir -p "$dir/pinning/nova"
     # The daemon's configuration, never the system daemon's domains.
@@ -554,6 +581,17 @@ listen_tcp = 1
 tcp_port = "$port"
 listen_addr = "127.0.0.1"
 auth_tcp = "none"
+EOF
+    ssh_keys
+    cat > "$dir/sshd_config" <<EOF
+ListenAddress ${HOST_IPS[$((n - 1))]}:${SSH_PORTS[$((n - 1))]}
+HostKey $STATE/ssh/host_ed25519
+AuthorizedKeysFile $STATE/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile /run/sshd-nph.pid
 EOF
     cat > "$dir/etc/qemu.conf" <<EOF
 migration_port_min = $((49400 + 100 * n))
@@ -575,8 +613,11 @@ EOF
         groups+=("$ctl=$sub")
     done
     # /etc/hosts: both hosts' names on loopback (live migration's URI).
-    printf '127.0.0.1 localhost %s\n' "${HOSTS[*]}" > "$dir/hosts"
+    printf '127.0.0.1 localhost\n%s %s\n%s %s\n' "${HOST_IPS[0]}" "${HOSTS[0]}" \
+        "${HOST_IPS[1]}" "${HOSTS[1]}" > "$dir/hosts"
+    mkdir -p "$dir/instances" "$STATE/instances"
     NPH_NAME=$name NPH_DIR=$dir NPH_GROUPS="${groups[*]}" \
+    NPH_INSTANCES=$STATE/instances NPH_SSH=$STATE/ssh/client \
     setsid bash -c '
         set -e
         for g in $NPH_GROUPS; do echo $$ > "${g#*=}/cgroup.procs"; done
@@ -594,6 +635,11 @@ EOF
             mount --bind \$NPH_DIR/hosts /etc/hosts
             mkdir -p /var/lib/nova-pinning-hooks
             mount --bind \$NPH_DIR/pinning /var/lib/nova-pinning-hooks
+            mount --bind \$NPH_DIR/instances \$NPH_INSTANCES
+            mkdir -p /root/.ssh
+            mount --bind \$NPH_SSH /root/.ssh
+            mkdir -p /run/sshd
+            /usr/sbin/sshd -f \$NPH_DIR/sshd_config
             mkdir -p /run/libvirt/qemu /run/lock /run/mysqld /var/lib/libvirt/qemu \\
                      /var/cache/libvirt/qemu /var/log/libvirt/qemu
             virtlogd -d

@@ -12,6 +12,13 @@
 #   tools/run-tests.sh py3 pep8     # chosen tox environments only
 #   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
 #                                   # release, 29 to 34 (doc/source/nova.rst)
+#   tools/run-tests.sh cloud        # the one-machine cloud (tools/cloud.sh,
+#                                   # brought up first) and tests/cloud
+#   tools/run-tests.sh tempest      # upstream tempest's compute API tests
+#                                   # against it, package on and off
+#
+# By default it ends with the cloud: tools/cloud.sh up, tests/cloud, and
+# tempest's compute smoke tests with the package on and off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -32,11 +39,12 @@ for e in "$@"; do
 done
 [ ${#envs[@]} -gt 0 ] || envs=(pep8 docs releasenotes py3 functional vm
     "nova-${releases[0]}" "nova-${releases[-1]}"
-    "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}")
+    "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}"
+    cloud tempest-smoke)
 
 needs_host=0
 for e in "${envs[@]}"; do
-    case "$e" in functional|vm|nova-*) needs_host=1 ;; esac
+    case "$e" in functional|vm|nova-*|cloud|tempest*) needs_host=1 ;; esac
 done
 if [ "$needs_host" = 1 ]; then
     tools/setup-host.sh
@@ -74,6 +82,35 @@ for e in "${envs[@]}"; do
         # reno reads the notes' history from git and fails on a shallow
         # clone (a parent commit it cannot find); said, not hidden.
         echo "=== releasenotes NOT BUILT: a shallow clone has no history for reno ==="
+        continue
+    fi
+    case "$e" in
+        cloud|tempest|tempest-smoke)
+            # The cloud: built once and kept (virtualenv, databases,
+            # image), so only a first run on a machine pays for it.
+            start=$(date +%s)
+            if ! tools/cloud.sh up; then
+                status=1; failed=$((failed + 1)); failures+=("$e: tools/cloud.sh up")
+                echo "=== $e: the cloud did not come up ===" >&2
+                continue
+            fi
+            echo "=== cloud up after $(( $(date +%s) - start )) s ==="
+            ;;
+    esac
+    if [ "$e" = tempest ] || [ "$e" = tempest-smoke ]; then
+        set_=full; [ "$e" = tempest-smoke ] && set_=smoke
+        echo "=== tempest ($set_), package on and off ==="
+        out=$(mktemp)
+        tools/cloud-tempest.sh "$set_" both | tee "$out" || true
+        while read -r _ mode p _ f _ s _; do
+            echo "=== tempest-$mode: $p passed, $f failed, $s skipped ==="
+            passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+            [ "$f" = 0 ] || status=1
+            [ "$p" = 0 ] && { echo "=== tempest-$mode ran no test ===" >&2; status=1; }
+        done < <(sed -n 's/^tempest \(on\|off\): \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped.*/tempest \1 \2 passed \3 failed \4 skipped/p' "$out")
+        while read -r t; do failures+=("tempest: $t"); done < <(sed -n 's/^  FAILED //p' "$out")
+        grep -q '^tempest \(on\|off\):' "$out" || { status=1; echo "=== tempest did not run ===" >&2; }
+        rm -f "$out"
         continue
     fi
     echo "=== tox -e $e ==="

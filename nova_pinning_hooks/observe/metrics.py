@@ -51,9 +51,13 @@ from prometheus_client import core
 from prometheus_client import exposition as prom_exposition
 from prometheus_client import registry as prom_registry
 
-from nova_pinning_hooks.observe import passstats
-
 PREFIX = 'nova_pinning_'
+OUTCOMES = ('ok', 'failed', 'refused')
+# Every (result, kind) of pin_changes_total is served from the start, at
+# zero: a panel or an alert over a series that appears only after the
+# first change would say "No data" on a quiet host.
+CHANGE_RESULTS = ('applied', 'skipped')
+CHANGE_KINDS = ('vcpu', 'emulator', 'iothread', 'numa')
 
 
 @dataclasses.dataclass
@@ -275,7 +279,7 @@ class _Collector:
             passes = core.CounterMetricFamily(
                 PREFIX + 'passes', 'Rebinding passes run in nova-compute, '
                 'by outcome.', labels=['outcome'])
-            for outcome in passstats.OUTCOMES:
+            for outcome in OUTCOMES:
                 passes.add_metric([outcome], s.passes[outcome])
             duration = core.SummaryMetricFamily(
                 PREFIX + 'pass_duration_seconds', 'Time passes took.',

@@ -9,19 +9,14 @@ Invariants:
 * thread-safe: every change and every reading (``metrics``) holds the
   lock;
 * every outcome and every (result, kind) of pin changes is counted from
-  the start, at zero (``OUTCOMES``, ``CHANGE_RESULTS``,
-  ``CHANGE_KINDS``).
+  the start, at zero (``metrics.OUTCOMES``, ``CHANGE_RESULTS``,
+  ``CHANGE_KINDS``: the series served).
 """
 
 import threading
 import time
 
-OUTCOMES = ('ok', 'failed', 'refused')
-# Every (result, kind) of pin_changes_total is served from the start, at
-# zero: a panel or an alert over a series that appears only after the
-# first change would say "No data" on a quiet host.
-CHANGE_RESULTS = ('applied', 'skipped')
-CHANGE_KINDS = ('vcpu', 'emulator', 'iothread', 'numa')
+from nova_pinning_hooks.observe import metrics
 
 
 class PassStats:
@@ -29,10 +24,11 @@ class PassStats:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.passes = dict.fromkeys(OUTCOMES, 0)
+        self.passes = dict.fromkeys(metrics.OUTCOMES, 0)
         self.seconds_sum = 0.0
-        self.changes = {(result, kind): 0 for result in CHANGE_RESULTS
-                        for kind in CHANGE_KINDS}
+        self.changes = {(result, kind): 0
+                        for result in metrics.CHANGE_RESULTS
+                        for kind in metrics.CHANGE_KINDS}
         self.calls = {'read': 0, 'write': 0}
         self.polls = 0  # vCPU count polls (service.BindingService)
         self.last_timestamp = None

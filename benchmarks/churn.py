@@ -31,10 +31,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from oslo_config import cfg  # noqa: E402
 
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
-from nova_pinning_hooks import plan as plan_mod  # noqa: E402
-from nova_pinning_hooks import policy  # noqa: E402
-from nova_pinning_hooks import reconciler  # noqa: E402
-from nova_pinning_hooks import snapshot as snapshot_mod  # noqa: E402
+from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
+from nova_pinning_hooks.engine import policy  # noqa: E402
+from nova_pinning_hooks.engine import snapshot as snapshot_mod  # noqa: E402
+from nova_pinning_hooks.passes import reconciler  # noqa: E402
 from tests.fixtures import FakeLibvirtFixture  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 

@@ -21,9 +21,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 import plan_cost  # noqa: E402
-from nova_pinning_hooks import plan as plan_mod  # noqa: E402
-from nova_pinning_hooks import policy  # noqa: E402
-from nova_pinning_hooks import snapshot  # noqa: E402
+from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
+from nova_pinning_hooks.engine import policy  # noqa: E402
+from nova_pinning_hooks.engine import snapshot  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 
 

@@ -10,7 +10,7 @@ pages, as a guest without huge pages has), touches every page, and moves
 itself into a memory cgroup of its own (as libvirt puts each qemu in one).
 Then it times, per call, the two ways the package can learn where the
 process's memory lies: ``memplace.from_cgroup`` (``memory.numa_stat``)
-and ``virt.read_memory_by_node`` (``/proc/PID/numa_maps``, which walks
+and ``virtread.read_memory_by_node`` (``/proc/PID/numa_maps``, which walks
 the page tables under the process's mm lock). Median of --runs calls;
 both answers are printed to show they agree.
 """
@@ -25,8 +25,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from nova_pinning_hooks import memplace  # noqa: E402
-from nova_pinning_hooks import virt  # noqa: E402
+from nova_pinning_hooks.host import memplace  # noqa: E402
+from nova_pinning_hooks.host import virtread  # noqa: E402
 
 CHILD = r'''
 import mmap, os, sys
@@ -89,7 +89,7 @@ def main():
                 raise SystemExit('memplace_cost: the child failed')
             cg_ms, cg = median_ms(memplace.from_cgroup, child.pid,
                                   args.runs)
-            maps_ms, maps = median_ms(virt.read_memory_by_node, child.pid,
+            maps_ms, maps = median_ms(virtread.read_memory_by_node, child.pid,
                                       args.runs)
             agree = cg is not None and all(
                 abs(cg.get(n, 0) - kib) <= max(kib, 1) * 0.02 + 4096

@@ -45,11 +45,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 import libvirt  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
+from nova_pinning_hooks.agent import service  # noqa: E402
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
+from nova_pinning_hooks.host import virt  # noqa: E402
 from nova_pinning_hooks.nova import agent  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
-from nova_pinning_hooks import service  # noqa: E402
-from nova_pinning_hooks import virt  # noqa: E402
 from tests.fixtures import register_nova_options  # noqa: E402
 
 URI = 'qemu:///system'

@@ -38,9 +38,10 @@ from oslo_config import cfg  # noqa: E402
 
 import plan_cost  # noqa: E402
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
-from nova_pinning_hooks import model as model_mod  # noqa: E402
-from nova_pinning_hooks import reconciler  # noqa: E402
-from nova_pinning_hooks import virt  # noqa: E402
+from nova_pinning_hooks.host import libvirtapi  # noqa: E402
+from nova_pinning_hooks.host import model as model_mod  # noqa: E402
+from nova_pinning_hooks.host import virtread  # noqa: E402
+from nova_pinning_hooks.passes import reconciler  # noqa: E402
 from tests import fakelibvirt  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 
@@ -96,10 +97,10 @@ def settle():
     """Nothing changes before the pass."""
 
 
-def memory_of(host, name):
+def memory_of(reader, name):
     """Stands in for the memory cgroup read: one file, whatever the
     number of guests (the fake's ``by_name`` walks them all)."""
-    fake = host._bench_fake
+    fake = reader._bench_fake
     dom = fake.bench_names.get(name)
     if dom is None:
         fake.bench_names = {d.name(): d for d in fake.domains.values()}
@@ -116,8 +117,8 @@ def main():
                     help='a host of tests/unit/hosts.py (genoa-2s-nps1: '
                          'with L3 banks)')
     args = ap.parse_args()
-    virt.libvirt = fakelibvirt
-    virt.Host._memory_from_proc = memory_of
+    libvirtapi.libvirt = fakelibvirt
+    virtread.Reader._memory_from_proc = memory_of
     print('| guests | pass | libvirt reads | libvirt writes | guests '
           'compared | wall (ms) | CPU (ms) | CPU above unchanged (ms) |')
     print('|---|---|---|---|---|---|---|---|')
@@ -126,7 +127,7 @@ def main():
             fake = make_host(count, args.latency_ms / 1000.0, args.host)
             fake.bench_names = {}
             fakelibvirt.register(URI, fake)
-            virt.Host._bench_fake = fake
+            virtread.Reader._bench_fake = fake
             conf = conf_for(tmp)
             full = reconciler.Reconciler(conf)
             model = model_mod.HostModel()

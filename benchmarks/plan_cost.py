@@ -30,9 +30,9 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 from nova_pinning_hooks.cmd import pinning  # noqa: E402
-from nova_pinning_hooks import plan as plan_mod  # noqa: E402
-from nova_pinning_hooks import policy  # noqa: E402
-from nova_pinning_hooks import snapshot  # noqa: E402
+from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
+from nova_pinning_hooks.engine import policy  # noqa: E402
+from nova_pinning_hooks.engine import snapshot  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 
 DOMAIN = """<domain type='kvm' id='{id}'>

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 import libvirt  # noqa: E402
 
-from nova_pinning_hooks import virt  # noqa: E402
+from nova_pinning_hooks.host import virt  # noqa: E402
 
 URI = 'qemu:///system'
 PREFIX = 'nph-bench-poll-'

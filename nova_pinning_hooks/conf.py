@@ -23,7 +23,7 @@ import re
 from oslo_config import cfg
 from oslo_config import types
 
-from nova_pinning_hooks import policy
+from nova_pinning_hooks.engine import policy
 
 PINNING_GROUP = 'nova_pinning'
 ISOLATION_GROUP = 'nova_pinning_isolation'
@@ -71,7 +71,7 @@ class ListenAddress(types.String):
     def __call__(self, value):
         value = super().__call__(value)
         if value:
-            from nova_pinning_hooks import httpserve
+            from nova_pinning_hooks.observe import httpserve
             httpserve.parse_listen(value)  # ValueError says why
         return value
 

@@ -7,9 +7,9 @@ Example::
     host = virt.connect('qemu:///system')
     snap = host.read_snapshot()
 
-``FakeLibvirtFixture`` swaps ``nova_pinning_hooks.virt.libvirt`` (the one
-place the package touches libvirt) for ``tests.fakelibvirt`` and serves
-each domain's memory placement from the fake instead of /proc.
+``FakeLibvirtFixture`` swaps ``nova_pinning_hooks.host.libvirtapi.libvirt``
+(the one place the package touches libvirt) for ``tests.fakelibvirt`` and
+serves each domain's memory placement from the fake instead of /proc.
 """
 
 import threading
@@ -32,15 +32,15 @@ class FakeLibvirtFixture(fixtures.Fixture):
         self.addCleanup(fakelibvirt.unregister, self.uri)
         # A call a test left blocked must not make the next test's
         # daemon "not answer" (the registry is process-wide).
-        from nova_pinning_hooks import hung
+        from nova_pinning_hooks.host import hung
         hung.forget(self.uri)
         self.addCleanup(hung.forget, self.uri)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.virt.libvirt', fakelibvirt))
-        # Errors virt.py classifies were read from the real module at
+            'nova_pinning_hooks.host.libvirtapi.libvirt', fakelibvirt))
+        # Errors libvirtapi.py classifies were read from the real module at
         # import; the fake uses the same numbers, so they still match.
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.virt.Host._memory_from_proc',
+            'nova_pinning_hooks.host.virtread.Reader._memory_from_proc',
             lambda _self, name: dict(
                 self.host.by_name(name).memory_by_node_kib)))
 

@@ -48,7 +48,7 @@ from oslo_config import cfg  # noqa: E402
 
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
 from nova_pinning_hooks.isolation import agent as iso_agent  # noqa: E402
-from nova_pinning_hooks import reconciler  # noqa: E402
+from nova_pinning_hooks.passes import reconciler  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = '/var/tmp/nph-steal'

@@ -14,8 +14,8 @@ import errno
 import glob
 import os
 
-from nova_pinning_hooks import safefs
-from nova_pinning_hooks import snapshot
+from nova_pinning_hooks.engine import snapshot
+from nova_pinning_hooks.host import safefs
 
 CONFIG_LIMIT = 1 << 20    # bytes in one configuration file
 SNAPSHOT_LIMIT = snapshot.MAX_BYTES
@@ -79,7 +79,7 @@ def listen_arg(text):
     IP address and a port 1-65535 -> (address, port)."""
     import argparse
 
-    from nova_pinning_hooks import httpserve
+    from nova_pinning_hooks.observe import httpserve
     try:
         return httpserve.parse_listen(text)
     except ValueError as exc:

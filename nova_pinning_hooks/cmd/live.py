@@ -10,12 +10,12 @@ import json
 import time
 
 from nova_pinning_hooks.cmd import common
-from nova_pinning_hooks import cpuset
-from nova_pinning_hooks import plan as plan_mod
-from nova_pinning_hooks import reconciler
-from nova_pinning_hooks import render
-from nova_pinning_hooks import snapshot as snapshot_mod
-from nova_pinning_hooks import stealview
+from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.observe import render
+from nova_pinning_hooks.observe import stealview
+from nova_pinning_hooks.passes import reconciler
 
 
 def _reconciler(conf):
@@ -153,7 +153,7 @@ def _isolation_text(iso):
 def cmd_metrics(conf):
     """The exposition; exit 1 (after printing it, ``nova_pinning_up``
     0) when part of the host could not be read."""
-    from nova_pinning_hooks import metrics
+    from nova_pinning_hooks.observe import metrics
     rec = _reconciler(conf)
     try:
         view = metrics.read_view(rec, conf)
@@ -169,11 +169,11 @@ def cmd_exporter(conf):
     """Serve the metrics on ``--listen`` until Ctrl-C (exit 0)."""
     import threading
 
-    from nova_pinning_hooks import metrics
+    from nova_pinning_hooks.observe import endpoint
     address, port = conf.command.listen
     rec = _reconciler(conf)
     try:
-        metrics.serve(rec, conf, address, port, threading.Event())
+        endpoint.serve(rec, conf, address, port, threading.Event())
     except OSError as exc:
         raise common.CommandFailed('cannot listen on %s port %d: %s' % (
             address, port, exc.strerror or exc)) from None
@@ -345,8 +345,8 @@ def cmd_agent(conf):
     import sys
     import threading
 
-    from nova_pinning_hooks import httpserve
-    from nova_pinning_hooks import service
+    from nova_pinning_hooks.agent import service
+    from nova_pinning_hooks.observe import httpserve
     uri = getattr(conf.command, 'connection', None)
     if uri:
         conf.set_override('connection_uri', uri, group='nova_pinning')

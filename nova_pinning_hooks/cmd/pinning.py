@@ -38,11 +38,11 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks import plan as plan_mod
-from nova_pinning_hooks import policy
-from nova_pinning_hooks import reconciler
-from nova_pinning_hooks import render
-from nova_pinning_hooks import snapshot as snapshot_mod
+from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.observe import render
+from nova_pinning_hooks.passes import reconciler
 
 LOG = logging.getLogger(__name__)
 PROG = 'nova-pinning'
@@ -191,8 +191,8 @@ def main(argv=None):
         return 2
     common.setup_logging(conf, PROG)
     if conf.command.func is not cmd_plan:  # planning needs no libvirt
-        from nova_pinning_hooks import virt
-        virt.quiet_errors()
+        from nova_pinning_hooks.host import libvirtapi
+        libvirtapi.quiet_errors()
     try:
         output = conf.command.func(conf)
     except UsageError as exc:

@@ -13,6 +13,11 @@ One capability per module:
 * ``report``: ``status``.
 
 ``status(conf)`` is what ``nova-pinning status`` shows.
+
+Rule: a layer above ``passes`` (it reads the overcommit file's ratio):
+imports ``engine``, ``host`` and ``passes``; never ``observe``,
+``agent``, ``nova``, ``cmd``. Beside ``host``, the one layer that
+touches /proc and /sys: the host's own processes and their cgroups.
 """
 
 

@@ -30,7 +30,7 @@ import time
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import classify

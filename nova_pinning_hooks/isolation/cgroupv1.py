@@ -24,7 +24,7 @@ import os
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import procfs
 

@@ -21,7 +21,7 @@ import typing
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import classify
 
 LOG = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def _reserved_cpus(conf, paths):
 
 
 def _check_guest_overlap(conf, cpus):
-    from nova_pinning_hooks import overcommit
+    from nova_pinning_hooks.passes import overcommit
     path = conf.nova_pinning.overcommit_file
     if not path or not os.path.exists(path):
         return

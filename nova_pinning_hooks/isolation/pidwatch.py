@@ -25,8 +25,8 @@ import struct
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.isolation import procfs
-from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 

@@ -44,12 +44,12 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemd
-from nova_pinning_hooks import safefs
 
 LOG = logging.getLogger(__name__)
 

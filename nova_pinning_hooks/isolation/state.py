@@ -42,8 +42,8 @@ import fcntl
 import os
 import stat
 
-from nova_pinning_hooks import safefs
-from nova_pinning_hooks import statefile
+from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.host import statefile
 
 VERSION = 1
 BOOT_ID_LIMIT = 64

@@ -27,7 +27,7 @@ import subprocess
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
 
 LOG = logging.getLogger(__name__)

@@ -11,4 +11,7 @@
   the rest.
 
 Nothing here imports eventlet or libvirt.
+
+Rule: the top layer, beside ``cmd``: may import every layer below and
+``conf``; never ``cmd``.
 """

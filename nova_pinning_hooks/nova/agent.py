@@ -37,7 +37,7 @@ Invariants:
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
 * after each pass, with ``[nova_pinning] metrics_textfile`` set, the
-  Prometheus textfile is rewritten (``metrics.PassMetrics``) by whoever
+  Prometheus textfile is rewritten (``passmetrics.PassMetrics``) by whoever
   ran the pass: the pass thread here, or the worker process. A port is
   opened only with ``[nova_pinning] metrics_listen`` set, by the same
   (``httpserve``: bounded threads and time); a metrics failure is a
@@ -65,11 +65,12 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks import metrics
-from nova_pinning_hooks import model as model_mod
-from nova_pinning_hooks import overcommit
-from nova_pinning_hooks import reconciler
-from nova_pinning_hooks import safefs
+from nova_pinning_hooks.host import model as model_mod
+from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.observe import passmetrics
+from nova_pinning_hooks.passes import coalescer as coalescer_mod
+from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.passes import reconciler
 
 LOG = logging.getLogger(__name__)
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
@@ -112,13 +113,13 @@ class Agent:
         self.watching = False
         self.worker = None  # the agent process, when out of process
         self.worker_starts = 0
-        self.coalescer = reconciler.Coalescer(
+        self.coalescer = coalescer_mod.Coalescer(
             self._run_pass, delay=group.coalesce_delay)
         self.interval = group.periodic_interval
         self._stop = threading.Event()
         self._timer = None
         self.last_result = None
-        self.pass_metrics = metrics.PassMetrics(conf, LOG)
+        self.pass_metrics = passmetrics.PassMetrics(conf, LOG)
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
         # The node whose inventory sets the ratio: a libvirt nova-compute
@@ -186,7 +187,7 @@ class Agent:
             listen = self.conf.nova_pinning.metrics_listen
             if not listen:
                 return False
-            from nova_pinning_hooks import httpserve
+            from nova_pinning_hooks.observe import httpserve
             self.pass_metrics.start_endpoint(httpserve.parse_listen(listen))
         except Exception as exc:
             LOG.error('nova-pinning-hooks: metrics not served: %s: %s',

@@ -31,7 +31,7 @@ import functools
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks import migratexml
+from nova_pinning_hooks.engine import migratexml
 
 LOG = logging.getLogger(__name__)
 MARK = '_nova_pinning_strip'

@@ -19,7 +19,7 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 
 URI = 'qemu:///system'
 PREFIX = 'nph-func-'

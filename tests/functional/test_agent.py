@@ -18,7 +18,7 @@ import time
 
 from testtools.content import text_content
 
-from nova_pinning_hooks import passlock
+from nova_pinning_hooks.passes import passlock
 from tests.functional import base
 
 

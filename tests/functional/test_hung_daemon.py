@@ -20,9 +20,9 @@ import sys
 import threading
 import time
 
-from nova_pinning_hooks import metrics
-from nova_pinning_hooks import reconciler
-from nova_pinning_hooks import service
+from nova_pinning_hooks.agent import service
+from nova_pinning_hooks.observe import metrics
+from nova_pinning_hooks.passes import reconciler
 from tests import fixtures
 from tests.functional import base
 

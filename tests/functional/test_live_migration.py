@@ -23,8 +23,8 @@ writes (vCPU and emulator on CPU 1, ``VIR_DOMAIN_AFFECT_LIVE``).
 import os
 import subprocess
 
-from nova_pinning_hooks import migratexml
-from nova_pinning_hooks import reconciler
+from nova_pinning_hooks.engine import migratexml
+from nova_pinning_hooks.passes import reconciler
 from tests.functional import base
 
 SCRIPT = os.path.join(base.TOP, 'tools', 'second-libvirtd.sh')

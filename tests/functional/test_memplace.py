@@ -1,8 +1,8 @@
 """Memory placement of a real guest from its memory cgroup agrees with
 numa_maps (the page walk it replaces)."""
 
-from nova_pinning_hooks import memplace
-from nova_pinning_hooks import virt
+from nova_pinning_hooks.host import memplace
+from nova_pinning_hooks.host import virtread
 from tests.functional import base
 
 
@@ -15,7 +15,7 @@ class TestMemplace(base.FunctionalTestCase):
         self.assertIsNotNone(directory, 'no memory cgroup for qemu')
         self.assertIn('qemu', directory)  # the guest's own, libvirt's
         from_cgroup = memplace.from_cgroup(pid)
-        walked = virt.read_memory_by_node(pid)
+        walked = virtread.read_memory_by_node(pid)
         self.assertEqual(set(walked), set(from_cgroup))
         for node, kib in walked.items():
             # The cgroup also counts qemu's own anonymous memory outside

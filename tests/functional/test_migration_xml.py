@@ -11,8 +11,8 @@ binds it.
 import re
 import uuid
 
-from nova_pinning_hooks import migratexml
-from nova_pinning_hooks import reconciler
+from nova_pinning_hooks.engine import migratexml
+from nova_pinning_hooks.passes import reconciler
 from tests.functional import base
 
 

@@ -8,7 +8,7 @@ guest's vCPU threads are pinned, as /proc shows.
 
 from testtools.content import text_content
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
 from tests.fixtures import FakeNovaLibvirtFixture
@@ -58,7 +58,7 @@ class TestEventsInNovaCompute(base.FunctionalTestCase):
     def test_a_guest_started_behind_novas_back_is_pinned(self):
         import time
 
-        from nova_pinning_hooks import virt
+        from nova_pinning_hooks.host import virt
 
         class Manager:
             def init_host(self):

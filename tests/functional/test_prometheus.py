@@ -43,7 +43,7 @@ import urllib.request
 
 import yaml
 
-from nova_pinning_hooks import overcommit
+from nova_pinning_hooks.passes import overcommit
 from tests import promql
 from tests.functional import base
 

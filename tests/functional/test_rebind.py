@@ -14,9 +14,9 @@ import subprocess
 
 import fixtures
 
-from nova_pinning_hooks import cpuset
-from nova_pinning_hooks import reconciler
-from nova_pinning_hooks import virt
+from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.host import virt
+from nova_pinning_hooks.passes import reconciler
 from tests.functional import base
 
 S = cpuset.parse
@@ -88,7 +88,7 @@ class TestRebind(base.FunctionalTestCase):
             a.destroy()  # after the read, before the writes
             return original(host, changes)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.virt.Host.apply', destroy_then_apply))
+            'nova_pinning_hooks.host.virt.Host.apply', destroy_then_apply))
         result = self.rebind()
         skipped = {c.name for c, _ in result.skipped}
         self.assertEqual({a.name()}, skipped)

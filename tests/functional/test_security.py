@@ -19,10 +19,10 @@ import time
 
 import testtools
 
-from nova_pinning_hooks import passlock
-from nova_pinning_hooks import reconciler
-from nova_pinning_hooks import safefs
-from nova_pinning_hooks import statefile
+from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.host import statefile
+from nova_pinning_hooks.passes import passlock
+from nova_pinning_hooks.passes import reconciler
 from tests.functional import base
 
 NOBODY = 65534
@@ -144,7 +144,7 @@ class TestPrivilegeBoundary(SecurityTestCase):
 
     def test_root_and_the_nova_user_take_the_pass_lock_in_turn(self):
         lock_dir = os.path.join(self.top, 'lock')  # made by root's pass
-        take = ('import sys; from nova_pinning_hooks import passlock\n'
+        take = ('import sys; from nova_pinning_hooks.passes import passlock\n'
                 'with passlock.PassLock(sys.argv[1], 10): pass\n'
                 'print("ok")')
         for _ in range(3):
@@ -157,7 +157,8 @@ class TestPrivilegeBoundary(SecurityTestCase):
 
     def test_the_nova_user_waits_for_roots_pass_and_vice_versa(self):
         lock_dir = os.path.join(self.top, 'lock')
-        hold = ('import sys, time; from nova_pinning_hooks import passlock\n'
+        hold = ('import sys, time\n'
+                'from nova_pinning_hooks.passes import passlock\n'
                 'l = passlock.PassLock(sys.argv[1], 10).acquire()\n'
                 'print("held", flush=True); time.sleep(5)\n')
         os.mkdir(lock_dir, 0o755)
@@ -175,7 +176,8 @@ class TestPrivilegeBoundary(SecurityTestCase):
     def test_modes_do_not_depend_on_the_umask(self):
         code = ('import os, sys\n'
                 'os.umask(0)\n'
-                'from nova_pinning_hooks import passlock, statefile\n'
+                'from nova_pinning_hooks.host import statefile\n'
+                'from nova_pinning_hooks.passes import passlock\n'
                 'from nova_pinning_hooks.isolation import state\n'
                 'top = sys.argv[1]\n'
                 'with passlock.PassLock(top + "/lock/dir", 1): pass\n'

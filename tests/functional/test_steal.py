@@ -18,8 +18,8 @@ import time
 
 from prometheus_client import parser
 
-from nova_pinning_hooks import qemuproc
-from nova_pinning_hooks import service
+from nova_pinning_hooks.agent import service
+from nova_pinning_hooks.host import qemuproc
 from tests.functional import base
 
 # How far the package's steal may be from the guest's own: 2 percentage

@@ -36,10 +36,11 @@ from nova.compute import manager  # noqa: E402
 
 if use_fake:
     sys.path.insert(0, TOP)
-    from nova_pinning_hooks import virt  # noqa: E402
+    from nova_pinning_hooks.host import libvirtapi  # noqa: E402
+    from nova_pinning_hooks.host import virtread  # noqa: E402
     from tests import fakelibvirt  # noqa: E402
     from tests.unit import hosts  # noqa: E402
-    virt.libvirt = fakelibvirt
+    libvirtapi.libvirt = fakelibvirt
     FAKE = fakelibvirt.FakeHost(hosts.load('small-1node'))
     fakelibvirt.register(NOVA_URI, FAKE)
     FAKE.add_domain('instance-00000001', 2,
@@ -50,7 +51,7 @@ if use_fake:
     fakelibvirt.register('qemu:///system', DECOY)
     DECOY.add_domain('instance-00000002', 2,
                      xml=hosts.domain_xml('instance-00000002', 2))
-    virt.Host._memory_from_proc = lambda self, name: {'0': 65536}
+    virtread.Reader._memory_from_proc = lambda self, name: {'0': 65536}
 
 CM = manager.ComputeManager
 before = {name: (str(inspect.signature(getattr(CM, name))),

@@ -38,12 +38,12 @@ from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks import overcommit
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hook
-from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import hookpoints
+from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import migration
+from nova_pinning_hooks.passes import overcommit
 
 CONF = nova_conf.CONF
 A, B = 'compute1', 'compute2'
@@ -190,7 +190,7 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.agent.eventlet_patched', lambda: False))
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.reconciler.Reconciler', Recorder))
+            'nova_pinning_hooks.passes.reconciler.Reconciler', Recorder))
         Recorder.watched = 0
         self.hook_seconds = []
         post = hook.BindNumaAffinityHook.post

@@ -10,7 +10,7 @@ with memory and no CPUs, siblings numbered next to each other, SMT4.
 import os
 import zlib
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 
 DATA = os.path.join(os.path.dirname(__file__), '..', 'data', 'hosts')
 FILES = ('small-1node', 'intel-2s-28c-ht', 'amd-2s-64c-nps4', 'arm-1s-80c')

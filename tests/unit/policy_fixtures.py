@@ -1,9 +1,9 @@
 """Building blocks for policy tests: guests on named hosts, planned."""
 
-from nova_pinning_hooks import guest as guest_mod
-from nova_pinning_hooks import plan as plan_mod
-from nova_pinning_hooks import policy
-from nova_pinning_hooks import topology
+from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine import topology
 from tests.unit import hosts
 
 GIB = 1024 * 1024

@@ -1,13 +1,21 @@
 """The package's layers, read from its source (no module is imported).
 
-* ``virt`` is the only module that imports libvirt (its reads and writes,
-  ``virtread`` and ``virtwrite``, reach it through ``virt.libvirt``, the
-  one place the tests swap it);
-* the pure engine (cpuset, topology, guest, policy, assign, plan, replan)
-  imports nothing that does I/O, nothing of nova's and none of the
-  package's adapters: only the standard library's pure modules and each
-  other;
-* nothing imports eventlet.
+Each folder of the package is a layer; ``LAYERS`` lists them from the
+bottom up, and a module may import only from its own layer and the
+layers below it (``conf.py``, the options, sits just under ``nova`` and
+``cmd``; ``nova`` and ``cmd`` are both on top and import neither each
+other). The rules, as each layer's ``__init__.py`` states them:
+
+* ``engine`` imports nothing outside ``engine`` but the standard
+  library's pure modules (no I/O, no clock, no threads);
+* only ``host`` touches libvirt, /proc and /sys (``isolation``, which
+  places the host's own processes, reads /proc and writes cgroups under
+  /sys of its own; ``conf`` names such paths as option defaults); of
+  ``host``, exactly one module imports libvirt (``libvirtapi``, the one
+  place the tests swap it);
+* nothing imports eventlet;
+* no import runs from a lower layer to a higher one, and every module
+  lives in a layer.
 """
 
 import ast
@@ -17,21 +25,36 @@ import testtools
 
 PACKAGE = os.path.join(os.path.dirname(__file__), '..', '..',
                        'nova_pinning_hooks')
-ENGINE = ('cpuset', 'topology', 'guest', 'policy', 'assign', 'plan',
-          'replan')
+# Bottom up; a module may import its own layer and those before it.
+# Layers in one tuple share a rank and do not import each other.
+LAYERS = (('engine',), ('host',), ('passes',), ('isolation',),
+          ('observe',), ('agent',), ('conf',), ('nova', 'cmd'))
+RANK = {layer: rank for rank, names in enumerate(LAYERS)
+        for layer in names}
 # What the engine may import: pure standard library modules and itself.
 PURE_STDLIB = {'dataclasses', 'functools', 'math', 'operator', 'typing',
-               'xml.etree.ElementTree', 'string', 'collections',
-               'itertools', 'bisect', 'heapq'}
+               'xml.etree.ElementTree', 'xml.parsers', 'xml.parsers.expat',
+               'io', 'json', 're', 'string', 'collections', 'itertools',
+               'bisect', 'heapq'}
+# Where /proc and /sys may be named.
+KERNEL_PATHS = {'host', 'isolation', 'conf'}
 
 
 def modules():
+    """(module name relative to the package, its layer, path)."""
     for root, _, files in os.walk(PACKAGE):
         for name in files:
             if name.endswith('.py'):
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, PACKAGE)[:-3].replace(os.sep, '.')
-                yield rel, path
+                yield rel, layer_of(rel), path
+
+
+def layer_of(rel):
+    """The layer of a module named relative to the package (its folder,
+    or ``conf``); None for anything else (the package itself too)."""
+    first = rel.split('.')[0]
+    return first if first in RANK else None
 
 
 def imported(path):
@@ -49,26 +72,66 @@ def imported(path):
     return names
 
 
+def ours(names):
+    """The package's modules among ``names``, relative to the package
+    (``from nova_pinning_hooks import conf`` names both the package and
+    ``conf``; the package itself is not a dependency)."""
+    prefix = 'nova_pinning_hooks.'
+    return {n[len(prefix):] for n in names if n.startswith(prefix)}
+
+
+def kernel_paths(path):
+    """String constants of the module that name /proc or /sys."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    return sorted({node.value for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str)
+                   and node.value.startswith(('/proc', '/sys'))})
+
+
 class TestLayers(testtools.TestCase):
 
-    def test_only_virt_imports_libvirt(self):
-        importers = sorted(m for m, path in modules()
-                           if any(n == 'libvirt' or n.startswith('libvirt.')
-                                  for n in imported(path)))
-        self.assertEqual(['virt'], importers)
+    def test_every_module_lives_in_a_layer(self):
+        self.assertEqual([], sorted(
+            rel for rel, layer, _ in modules()
+            if rel != '__init__' and layer not in RANK))
+
+    def test_no_import_runs_upward(self):
+        wrong = []
+        for rel, layer, path in modules():
+            for target in sorted(ours(imported(path))):
+                other = layer_of(target)
+                if other is None or other == layer:
+                    continue
+                if RANK[other] >= RANK.get(layer, -1):
+                    wrong.append('%s (%s) imports %s (%s)' % (
+                        rel, layer, target, other))
+        self.assertEqual([], wrong)
 
     def test_the_engine_is_pure(self):
-        ours = {'nova_pinning_hooks.%s' % m for m in ENGINE}
-        for name in ENGINE:
-            found = imported(os.path.join(PACKAGE, name + '.py'))
-            # "from nova_pinning_hooks import plan" names both the package
-            # and the module; the package itself is not a dependency.
-            found.discard('nova_pinning_hooks')
-            self.assertEqual(set(), found - PURE_STDLIB - ours,
-                             '%s imports more than the engine may' % name)
+        for rel, layer, path in modules():
+            if layer != 'engine':
+                continue
+            found = {n for n in imported(path)
+                     if n != 'nova_pinning_hooks'
+                     and not n.startswith('nova_pinning_hooks.engine')}
+            self.assertEqual(set(), found - PURE_STDLIB,
+                             '%s imports more than the engine may' % rel)
+
+    def test_only_libvirtapi_imports_libvirt(self):
+        importers = sorted(rel for rel, _, path in modules()
+                           if any(n == 'libvirt' or n.startswith('libvirt.')
+                                  for n in imported(path)))
+        self.assertEqual(['host.libvirtapi'], importers)
+
+    def test_only_host_and_isolation_name_proc_and_sys(self):
+        found = {rel: kernel_paths(path) for rel, layer, path in modules()
+                 if layer not in KERNEL_PATHS}
+        self.assertEqual({}, {rel: p for rel, p in found.items() if p})
 
     def test_nothing_imports_eventlet(self):
-        for name, path in modules():
+        for rel, _, path in modules():
             self.assertFalse(
                 [n for n in imported(path) if n.split('.')[0] == 'eventlet'],
-                name)
+                rel)

@@ -12,7 +12,7 @@ cgroups, not only in libvirt.
 import json
 import re
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from tests.vm import base
 from tests.vm import machine
 
@@ -147,7 +147,7 @@ class TestBinding(base.VMTestCase):
                  self.create_guest('m1', 1, node=1, mib=128): '1'}
         k = self.kernel(*names)
         code = ('import json, sys\n'
-                'from nova_pinning_hooks import memplace\n'
+                'from nova_pinning_hooks.host import memplace\n'
                 'print(json.dumps({p: memplace.from_cgroup(int(p)) '
                 'for p in sys.argv[1:]}))\n')
         pids = [str(k[n]['pid']) for n in names]

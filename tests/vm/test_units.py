@@ -11,7 +11,7 @@ import time
 
 from testtools import content
 
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from tests.vm import base
 from tests.vm import machine
 

@@ -26,7 +26,7 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks import cpuset
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import agent
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import procfs

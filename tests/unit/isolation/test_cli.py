@@ -123,7 +123,7 @@ class TestStatusText(testtools.TestCase):
 class TestConfigFilesThatAreNotFiles(testtools.TestCase):
 
     def test_a_fifo_or_device_config_is_refused_at_once(self):
-        from tests.unit.test_safefs import Alarm
+        from tests.unit.host.test_safefs import Alarm
         self.useFixture(Alarm(10))
         tmp = self.useFixture(fixtures.TempDir()).path
         fifo = os.path.join(tmp, 'fifo.conf')

@@ -4,8 +4,8 @@ import os
 
 import fixtures
 
-from nova_pinning_hooks import overcommit
 from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.passes import overcommit
 from tests.unit.isolation import base
 from tests.unit.isolation import fakehost
 

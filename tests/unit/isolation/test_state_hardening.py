@@ -10,7 +10,7 @@ import time
 from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import state
 from tests.unit.isolation import base
-from tests.unit.test_safefs import Alarm
+from tests.unit.host.test_safefs import Alarm
 
 GROUP = 'nova-pinning-host'
 

@@ -12,10 +12,10 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks import overcommit
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
+from nova_pinning_hooks.passes import overcommit
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import register_nova_options

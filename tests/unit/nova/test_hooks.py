@@ -191,13 +191,13 @@ class TestBursts(testtools.TestCase):
 
             def request(self, reason, host=None):
                 return self.coalescer.request(reason)
-        from nova_pinning_hooks import reconciler
+        from nova_pinning_hooks.passes import coalescer
 
         def run():
             passes.append(1)
             release.wait(5)
         fake = FakeAgent()
-        fake.coalescer = reconciler.Coalescer(run, delay=0.05)
+        fake.coalescer = coalescer.Coalescer(run, delay=0.05)
         self.addCleanup(fake.coalescer.stop)
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.agent._AGENT', fake))

@@ -8,7 +8,7 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_pinning_hooks import overcommit
+from nova_pinning_hooks.passes import overcommit
 
 
 def nova_conf(ratio=None, initial=4.0, shared=None, dedicated=None,

@@ -3,15 +3,15 @@ migration XML filter, on stand-ins for nova's driver and module."""
 
 import types
 
-from nova_pinning_hooks import overcommit
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import migration
+from nova_pinning_hooks.passes import overcommit
 from tests.unit.nova.test_agent import AgentTestCase
 from tests.unit.nova.test_agent import nova_like_conf
-from tests.unit.test_migratexml import NOVA_GUEST
-from tests.unit.test_migratexml import NUMA
+from tests.unit.engine.test_migratexml import NOVA_GUEST
+from tests.unit.engine.test_migratexml import NUMA
 
 
 class FakeTree:

@@ -1,0 +1,200 @@
+"""Parallel boots through nova's API, with the package on and off (seed
+000's study, in a real cloud): N guests asked for at once, the time until
+all are ACTIVE, and, with the package on, each guest's time from ACTIVE
+(first seen so by polling the API) to pinned (its live XML holds our
+``<vcpupin>`` for every vCPU and the kernel agrees: each vCPU thread's
+``Cpus_allowed_list`` is that pin).
+
+Runs against tools/cloud.sh's cloud, in its virtualenv (openstacksdk,
+libvirt-python), as root::
+
+    /var/cache/nova-pinning-hooks/cloud/venv-34/bin/python \\
+        benchmarks/cloud_boots.py --sizes 10 20 --rounds 2
+
+The package is switched with ``tools/cloud.sh package on|off`` (the
+operator's way: the driver line, nova-computes restarted); on and off
+take turns within each round, the first of each round alternating. The
+VCPU allocation ratio in placement is raised for the run (20 one-vCPU
+guests do not fit 2 + 1 CPUs at 4.0) and put back after.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import libvirt
+import openstack
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+STATE = '/var/lib/nph-cloud'
+PORTS = {'nph-compute1': 16521, 'nph-compute2': 16522}
+PREFIX = 'nph-bench-'
+
+
+def cloud(*args):
+    subprocess.run([os.path.join(TOP, 'tools', 'cloud.sh')] + list(args),
+                   check=True, capture_output=True, text=True, timeout=600)
+
+
+def cpus(text):
+    out = set()
+    for part in text.strip().split(','):
+        lo, _, hi = part.partition('-')
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def qemu_pid(host, name):
+    n = 1 if host == 'nph-compute1' else 2
+    path = '%s/compute%d/run/libvirt/qemu/%s.pid' % (STATE, n, name)
+    with open(path) as f:
+        return int(f.read().strip())
+
+
+def kernel_vcpus(pid):
+    out = {}
+    for tid in os.listdir('/proc/%d/task' % pid):
+        base = '/proc/%d/task/%s/' % (pid, tid)
+        try:
+            comm = open(base + 'comm').read().strip()
+            m = re.match(r'CPU (\d+)/KVM$', comm)
+            if not m:
+                continue
+            for line in open(base + 'status'):
+                if line.startswith('Cpus_allowed_list:'):
+                    out[int(m.group(1))] = cpus(line.split(':')[1])
+        except OSError:
+            continue
+    return out
+
+
+def pinned(conns, host, name):
+    """Our pins in the live XML, for every vCPU, and the kernel agrees."""
+    try:
+        dom = conns[host].lookupByName(name)
+        root = ET.fromstring(dom.XMLDesc(0))
+        nvcpu = int(root.findtext('vcpu'))
+        pins = {int(p.get('vcpu')): cpus(p.get('cpuset'))
+                for p in root.findall('cputune/vcpupin')}
+        if len(pins) != nvcpu:
+            return False
+        return kernel_vcpus(qemu_pid(host, name)) == pins
+    except (libvirt.libvirtError, OSError, ValueError, TypeError):
+        return False
+
+
+def set_ratio(conn, ratio):
+    for rp in conn.placement.resource_providers():
+        path = '/resource_providers/%s/inventories/VCPU' % rp.id
+        r = conn.placement.get(path)
+        if r.status_code != 200:
+            continue
+        inv = r.json()
+        inv['allocation_ratio'] = ratio
+        conn.placement.put(path, json=inv)
+
+
+def burst(conn, ids, n, package_on, conns, timeout=600):
+    flavor = ids['flavors']['nph.1']
+    start = time.monotonic()
+    servers = [conn.compute.create_server(
+        name='%s%d' % (PREFIX, i), image_id=ids['image'], flavor_id=flavor,
+        networks='none') for i in range(n)]
+    want = {s.id for s in servers}
+    active, pinned_at, info = {}, {}, {}
+    while time.monotonic() - start < timeout:
+        now = time.monotonic()
+        for s in conn.compute.servers(all_projects=True):
+            if s.id not in want:
+                continue
+            if s.status == 'ERROR':
+                raise SystemExit('%s went to ERROR: %s' % (s.name, s.fault))
+            if s.status == 'ACTIVE' and s.id not in active:
+                active[s.id] = now
+                info[s.id] = (s.compute_host, s.instance_name)
+        if package_on:
+            for sid in set(active) - set(pinned_at):
+                if pinned(conns, *info[sid]):
+                    pinned_at[sid] = time.monotonic()
+        if len(active) == n and (not package_on or len(pinned_at) == n):
+            break
+        time.sleep(0.1)
+    else:
+        raise SystemExit('burst of %d not done in %d s' % (n, timeout))
+    all_active = max(active.values()) - start
+    lag = sorted(pinned_at[s] - active[s] for s in pinned_at)
+    hosts = {}
+    for host, _ in info.values():
+        hosts[host] = hosts.get(host, 0) + 1
+    for s in servers:
+        conn.compute.delete_server(s.id)
+    deadline = time.monotonic() + timeout
+    while any(s.name.startswith(PREFIX)
+              for s in conn.compute.servers(all_projects=True)):
+        if time.monotonic() > deadline:
+            raise SystemExit('the burst\'s guests were not deleted')
+        time.sleep(1)
+    return {'all_active_s': round(all_active, 2), 'pin_lag_s': lag,
+            'hosts': hosts}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--sizes', type=int, nargs='+', default=[10, 20])
+    parser.add_argument('--rounds', type=int, default=2)
+    parser.add_argument('--json', help='write every result here')
+    args = parser.parse_args()
+    conn = openstack.connect(cloud='nph-admin')
+    with open(os.path.join(STATE, 'cloud.json')) as f:
+        ids = json.load(f)
+    conns = {h: libvirt.open('qemu+tcp://127.0.0.1:%d/system' % p)
+             for h, p in PORTS.items()}
+    set_ratio(conn, 16.0)
+    results = []
+    try:
+        for n in args.sizes:
+            for r in range(args.rounds):
+                order = ('on', 'off') if r % 2 == 0 else ('off', 'on')
+                for mode in order:
+                    cloud('package', mode)
+                    res = burst(conn, ids, n, mode == 'on', conns)
+                    res.update(n=n, round=r, package=mode)
+                    results.append(res)
+                    lag = res['pin_lag_s']
+                    print('N=%-3d round %d package %-3s all ACTIVE %6.2f s'
+                          '%s  hosts %s' % (
+                              n, r, mode, res['all_active_s'],
+                              ('  ACTIVE->pinned median %.2f max %.2f s' % (
+                                  statistics.median(lag), max(lag))
+                               if lag else ''), res['hosts']),
+                          flush=True)
+    finally:
+        set_ratio(conn, 4.0)
+        cloud('package', 'on')
+    print()
+    print('N   on median  off median  ratio  pinned<=1s  max lag')
+    for n in args.sizes:
+        on = [x['all_active_s'] for x in results
+              if x['n'] == n and x['package'] == 'on']
+        off = [x['all_active_s'] for x in results
+               if x['n'] == n and x['package'] == 'off']
+        lags = [v for x in results if x['n'] == n and x['package'] == 'on'
+                for v in x['pin_lag_s']]
+        print('%-3d %9.2f  %10.2f  %5.3f  %4d/%-4d  %7.2f' % (
+            n, statistics.median(on), statistics.median(off),
+            statistics.median(on) / statistics.median(off),
+            sum(1 for v in lags if v <= 1.0), len(lags), max(lags)))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

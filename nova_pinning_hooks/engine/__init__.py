@@ -1,0 +1,18 @@
+"""The engine: what the binding decides, from data alone.
+
+Rule: no I/O, no clock, no threads. A module here imports only other
+modules of ``engine`` and the standard library's pure modules (parsing,
+data classes, arithmetic); it never imports a higher layer, libvirt,
+nova or oslo. Its tests are tables.
+
+* ``cpuset``: CPU list text and sets; ``topology``: the host's NUMA nodes,
+  cores and L3 banks from libvirt's capabilities XML; ``guest``: a
+  guest from its domain XML;
+* ``policy``: the binding rules (pool, home node, one-to-one, node
+  range, host range) and ``make_plan``; ``assign``: the one-to-one
+  assignment; ``plan``: a plan, its pin changes and its JSON;
+  ``replan``: planning again only what changed;
+* ``snapshot``: the snapshot format ``nova-pinning plan`` reads;
+  ``strict``: strict JSON; ``migratexml``: nova's migration XML without
+  our pins; ``steal``: steal rates from two samples of vCPU counters.
+"""

@@ -1,0 +1,184 @@
+"""The plan of a pass, and its diff against the pins in force.
+
+A ``Plan`` says, for every guest the pass saw, how its threads should be
+bound. ``changes`` turns a plan into the list of ``PinChange`` the adapter
+applies: exactly the pins that differ, nothing else, so a second pass over
+an unchanged host yields an empty list and makes no libvirt write.
+"""
+
+import dataclasses
+import typing
+
+from nova_pinning_hooks.engine import cpuset
+
+DEDICATED = 'dedicated'
+NODE_RANGE = 'node-range'
+CROSS_NODE_RANGE = 'cross-node-range'
+HOST_RANGE = 'host-range'
+UNTOUCHED = 'untouched'
+RELEASED = 'released'  # only in release plans: back on every online CPU
+
+MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED,
+         RELEASED)
+# Modes in which every vCPU of a guest is pinned to one set of pCPUs, its
+# emulator's (``GuestPlan``).
+SHARED = frozenset((NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, RELEASED))
+
+
+class GuestPlan(typing.NamedTuple):
+    """How one guest's threads are to be bound. In the ``SHARED`` modes
+    every vCPU pin is the emulator pin; ``dedicated``: one pCPU each."""
+
+    uuid: str
+    name: str
+    mode: str
+    home_node: object  # int or None
+    home_source: str  # memory | numatune | pins | chosen | none
+    vcpu_pins: dict  # vCPU -> frozenset; {} when untouched
+    emulator_pin: object  # frozenset, or None when untouched
+    iothread_pins: dict  # iothread id -> frozenset
+    rule: str
+    reason: str
+    numa_nodeset: object = None  # frozenset to set (home node chosen)
+
+
+class PinChange(typing.NamedTuple):
+    uuid: str
+    name: str
+    kind: str  # vcpu | emulator | iothread | numa
+    index: object  # vCPU or iothread id; None for emulator and numa
+    old: object  # frozenset or None
+    new: frozenset
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    guests: tuple  # GuestPlan, in the order the guests were given
+    pool: frozenset  # the guest pool P
+    pool_by_node: dict  # node id -> frozenset (P_n)
+    allocation_ratio: float
+    total_vcpus: int  # vCPUs of managed guests
+    node_vcpus: dict  # node id -> V_n (single-node managed guests)
+    cross_node_vcpus: int  # V_X
+
+
+def changes(plan, guests, enforced=None, pairs=None):
+    """The pin writes that turn the guests' current pins into ``plan``.
+
+    ``guests`` are the ``Guest`` objects the plan was made from (matched by
+    uuid). Untouched guests yield nothing. A pin the guest does not have
+    (``None``, unpinned) differs from any planned set.
+
+    ``pairs``: the (GuestPlan, Guest) to compare when only those can
+    differ (an incremental plan's scope, ``replan``); by default every
+    guest of the plan.
+
+    ``enforced``: {uuid: {vCPU: frozenset}}, where the kernel lets each
+    vCPU thread run. A vCPU whose libvirt pin already matches the plan
+    but whose thread the kernel runs elsewhere (its cgroup changed behind
+    libvirt's back) is written again, with the kernel's set as ``old``.
+    """
+    if pairs is None:
+        by_uuid = {g.uuid: g for g in guests}
+        pairs = [(gp, by_uuid[gp.uuid]) for gp in plan.guests]
+    enforced = enforced or {}
+    result = []
+    # Comparing two host-wide sets walks hundreds of CPUs, and a full host
+    # compares the same two objects thousands of times (one pool, one
+    # parsed text shared by every guest): each pair is compared once.
+    known = {}
+
+    def differ(a, b):
+        if a is b:
+            return False
+        if a is None or b is None:  # unpinned
+            return True
+        key = (id(a), id(b))
+        found = known.get(key)
+        if found is None:
+            found = known[key] = a != b
+        return found
+    change = PinChange
+    for gp, guest in pairs:
+        if gp.mode == UNTOUCHED:
+            continue
+        uuid, name = gp.uuid, gp.name
+        kernel = enforced.get(uuid)
+        pins, default = guest.vcpu_pins, guest.default_cpuset
+        for vcpu, new in gp.vcpu_pins.items():
+            old = pins.get(vcpu, default)
+            if differ(old, new):
+                result.append(change(uuid, name, 'vcpu', vcpu, old, new))
+            elif kernel and differ(kernel.get(vcpu, new), new):
+                result.append(change(uuid, name, 'vcpu', vcpu, kernel[vcpu],
+                                     new))
+        if gp.emulator_pin is not None and \
+                differ(guest.emulator_pin, gp.emulator_pin):
+            result.append(change(uuid, name, 'emulator', None,
+                                 guest.emulator_pin, gp.emulator_pin))
+        for thread, new in gp.iothread_pins.items():
+            old = guest.iothread_pins.get(thread)
+            if differ(old, new):
+                result.append(change(uuid, name, 'iothread', thread, old,
+                                     new))
+        if gp.numa_nodeset is not None and \
+                guest.numa_nodeset != gp.numa_nodeset:
+            result.append(change(uuid, name, 'numa', None,
+                                 guest.numa_nodeset, gp.numa_nodeset))
+    return result
+
+
+def pin_changes(change_list):
+    """How many of ``change_list`` are thread pins (not memory policy)."""
+    return sum(1 for c in change_list if c.kind != 'numa')
+
+
+def to_json(plan, change_list, host=None):
+    """The documented JSON form of a plan (``plan --format json``).
+    With the ``host`` and its L3 banks, each guest also gets
+    ``l3_domains``: the L3 domains its pins touch (a host without banks
+    gives exactly the form it gave before banks were read)."""
+    fmt = cpuset.format
+    banks = host is not None and bool(host.l3_of)
+    # A thousand host-range guests share one pin set: its L3 domains
+    # (a walk over every pCPU, and a format of each domain) once.
+    l3_text = {}
+    guests = []
+    for gp in plan.guests:
+        pins = gp.vcpu_pins
+        if gp.mode in SHARED:  # every vCPU on the emulator's set
+            vcpu_pins = dict.fromkeys(map(str, pins), fmt(gp.emulator_pin))
+        else:
+            vcpu_pins = {str(v): fmt(c) for v, c in pins.items()}
+        entry = {
+            'uuid': gp.uuid, 'name': gp.name, 'mode': gp.mode,
+            'home_node': gp.home_node, 'home_source': gp.home_source,
+            'vcpu_pins': vcpu_pins,
+            'emulator_pin': (fmt(gp.emulator_pin)
+                             if gp.emulator_pin is not None else None),
+            'iothread_pins': {str(t): fmt(c)
+                              for t, c in gp.iothread_pins.items()},
+            'rule': gp.rule, 'reason': gp.reason,
+        }
+        if gp.numa_nodeset is not None:
+            entry['numa_nodeset'] = fmt(gp.numa_nodeset)
+        if banks:
+            cpus = gp.emulator_pin or frozenset()
+            text = l3_text.get(cpus)
+            if text is None:
+                text = l3_text[cpus] = [fmt(d) for d in host.l3_domains(
+                    cpus)]
+            entry['l3_domains'] = list(text)
+        guests.append(entry)
+    return {
+        'version': 1,
+        'guests': guests,
+        'changes': pin_changes(change_list),
+        'pool': fmt(plan.pool),
+        'pool_by_node': {str(n): fmt(c)
+                         for n, c in plan.pool_by_node.items()},
+        'allocation_ratio': plan.allocation_ratio,
+        'total_vcpus': plan.total_vcpus,
+        'node_vcpus': {str(n): v for n, v in plan.node_vcpus.items()},
+        'cross_node_vcpus': plan.cross_node_vcpus,
+    }

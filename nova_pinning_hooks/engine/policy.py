@@ -1,0 +1,473 @@
+"""The binding policy: the seed's rules as pure functions.
+
+``make_plan(host, guests, options)`` decides, for every guest, a mode, a
+home node and the pCPUs of each of its threads. Rules (SPEC.md):
+
+1. total managed vCPUs > |P| x r: every managed guest -> host range (P);
+2. per node n, single-node guests totalling V_n:
+   V_n > |P_n| x r on any node -> every managed guest -> host range;
+   |P_n| < V_n <= |P_n| x r -> the node's guests -> node range (P_n);
+   V_n <= |P_n| -> the node's guests -> one-to-one in P_n;
+3. cross-node guests totalling V_X, F = P minus one-to-one pCPUs:
+   V_X > |F| x r -> every managed guest -> host range; else -> range on F.
+
+Invariants of the plan:
+
+* only live guests are bound; nova-placed guests (instance NUMA topology)
+  and, if so configured, foreign domains are ``untouched``, and the pCPUs
+  nova pinned one-to-one leave the pool;
+* every pin lies in the pool P; one-to-one pCPUs serve one vCPU each and
+  never span nodes; emulator and I/O threads follow the guest's vCPUs;
+* deterministic, and stable: see ``assign`` for what one-to-one guests
+  keep; a guest's home node comes from where its memory is, else its
+  numatune, else its current pins, and only then is one chosen;
+* the home node of a guest is always a node with pool CPUs: memory on a
+  node without any (CXL, or all reserved) does not make a home;
+* the rules see only totals (``decide``: a ``Layout``), and a guest's
+  plan depends only on the layout, its own facts and, one-to-one, the
+  other guests of its node. Reasons name the rule and the node, never a
+  count (the counts are the plan's totals), so a plan made again after
+  one guest changed leaves every section it did not touch as it was:
+  ``replan`` relies on it.
+"""
+
+import dataclasses
+import math
+import operator
+import typing
+
+from nova_pinning_hooks.engine import assign
+from nova_pinning_hooks.engine import plan as plan_mod
+
+EPSILON = 1e-9
+
+
+class PolicyError(ValueError):
+    """Inputs the policy refuses (bad ratio, CPU sets outside the host)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    allocation_ratio: float
+    reserved_cpus: object = None  # frozenset or None
+    shared_cpus: object = None  # nova's cpu_shared_set
+    dedicated_cpus: object = None  # nova's cpu_dedicated_set
+    foreign_domains: str = 'manage'  # or 'ignore'
+    home_node_min_fraction: float = 0.9
+    set_home_node: bool = False  # emit numa nodesets for chosen homes
+
+
+# nova sets no upper bound; ours keeps every product with a CPU count a
+# finite float (an int ratio of 400 digits overflows one).
+MAX_RATIO = 1e6
+
+
+def ratio_ok(ratio):
+    """A number > 0 and at most ``MAX_RATIO`` (not a bool, not NaN)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return False
+    try:
+        value = float(ratio)
+    except OverflowError:
+        return False
+    return math.isfinite(value) and 0 < value <= MAX_RATIO
+
+
+def validate(host, options):
+    ratio = options.allocation_ratio
+    if not ratio_ok(ratio):
+        raise PolicyError('allocation ratio must be a number > 0 and at '
+                          'most %g, not %.32r' % (MAX_RATIO, ratio))
+    for what in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
+        cpus = getattr(options, what)
+        if cpus is not None and not cpus <= host.cpus:
+            raise PolicyError('%s names CPUs the host does not have online: '
+                              '%s' % (what, sorted(cpus - host.cpus)))
+    if options.foreign_domains not in ('manage', 'ignore'):
+        raise PolicyError('foreign_domains must be manage or ignore')
+
+
+def guest_pool(host, guests, options):
+    """The guest pool P (see SPEC.md, Terms)."""
+    pool = set(host.cpus)
+    for cpus in (options.reserved_cpus, options.dedicated_cpus):
+        pool -= cpus or set()
+    for g in guests:
+        if g.active and g.nova_placed:
+            pool -= g.exclusive_cpus()
+    if options.shared_cpus is not None:
+        pool &= options.shared_cpus
+    return frozenset(pool)
+
+
+def _untouched_reason(guest, options):
+    if not guest.active:
+        return 'not-running', 'not running: holds no pCPU'
+    if guest.nova_placed:
+        return ('nova-placed', 'nova placed it (instance NUMA topology); '
+                'its one-to-one pCPUs leave the pool')
+    if not guest.nova and options.foreign_domains == 'ignore':
+        return 'foreign', 'not created by nova (foreign_domains = ignore)'
+    if not guest.vcpus:
+        return 'no-vcpus', 'no online vCPU'
+    return None
+
+
+_AMOUNT = operator.itemgetter(1)
+
+
+def _home_from_facts(guest, host, pool_by_node, options):
+    """(home node or None, source, cross-node?) from what is known."""
+    mem = guest.memory_by_node_kib
+    total = sum(mem.values())
+    if total:
+        if len(mem) == 1:  # the usual guest: all on one node
+            (node, amount), = mem.items()
+        else:  # the most memory; the lowest node on a tie
+            node, amount = max(sorted(mem.items()), key=_AMOUNT)
+        if amount >= options.home_node_min_fraction * total and \
+                pool_by_node.get(node):
+            return node, 'memory', False
+        return None, 'memory', True
+    nodeset = guest.numa_nodeset
+    if nodeset and guest.numa_mode in ('strict', 'restrictive'):
+        if len(nodeset) == 1 and pool_by_node.get(min(nodeset)):
+            return min(nodeset), 'numatune', False
+        return None, 'numatune', True
+    pins = [guest.vcpu_pin(v) for v in guest.vcpus]
+    pool = frozenset().union(*pool_by_node.values())
+    # Host-range pins (the whole pool) say nothing about a home node, even
+    # on a host whose pool lies in one node.
+    if pins and all(p is not None for p in pins) and \
+            not all(p == pool for p in pins):
+        nodes = {host.node_of.get(c) for p in pins for c in p}
+        if len(nodes) == 1:
+            node = nodes.pop()
+            if node is not None and \
+                    all(p <= pool_by_node.get(node, ()) for p in pins):
+                return node, 'pins', False
+    return None, 'none', False
+
+
+def _choose_home(guest, pool_by_node, load, mem_used, host, ratio):
+    """Least loaded node with room: one-to-one room first, then ratio."""
+    best = None
+    for node, pool in pool_by_node.items():
+        if not pool:
+            continue
+        node_mem = host.nodes[node].memory_kib
+        if node_mem and mem_used[node] + guest.memory_kib > node_mem:
+            continue
+        after = load[node] + guest.vcpu_count
+        if after > len(pool) * ratio + EPSILON:
+            continue
+        key = (after > len(pool), after / len(pool), node)
+        if best is None or key < best[0]:
+            best = (key, node)
+    return None if best is None else best[1]
+
+
+def make_plan(host, guests, options):
+    """The plan for ``guests`` (``Guest`` objects) on ``host``."""
+    return plan_with_state(host, guests, options)[0]
+
+
+EMPTY_POOL = ('the guest pool is empty: every CPU is reserved or '
+              'dedicated')
+NODE_REASONS = {
+    plan_mod.DEDICATED: ('rule-2-one-to-one',
+                         'node %d has room: its vCPUs fit its pool '
+                         'one-to-one'),
+    plan_mod.NODE_RANGE: ('rule-2-node-range',
+                          'node %d shared: more vCPUs than its pool, '
+                          'within pool x ratio'),
+}
+CROSS_REASON = ('rule-3', 'memory on several nodes: a range on the pCPUs '
+                'without one-to-one binding')
+
+
+class Totals(typing.NamedTuple):
+    """The vCPU counts the rules compare: all managed guests, the
+    single-node ones by home node (every node of the host), the
+    cross-node ones."""
+
+    total: int
+    node_vcpus: dict
+    cross: int
+
+
+class Layout(typing.NamedTuple):
+    """What the rules decided for the host as a whole.
+
+    ``kind``: ``none`` (no managed guest), ``empty-pool``, ``host`` (every
+    managed guest on the pool: ``rule`` and ``reason`` say why) or
+    ``nodes`` (``modes``: node -> one-to-one or node range; cross-node
+    guests on the pCPUs left without one-to-one binding). A guest's plan
+    depends on the layout, its home and, one-to-one, its node's other
+    guests: never on counts, so that a plan made again for one changed
+    guest leaves every other guest of an unchanged section as it was.
+    """
+
+    kind: str
+    rule: object = None
+    reason: object = None
+    modes: tuple = ()  # ((node, mode), ...) in node order
+
+
+def decide(pool, pool_by_node, ratio, totals, managed):
+    """The layout for these totals (the seed's rules 1 to 3);
+    ``managed``: how many guests are managed."""
+    if not managed:
+        return Layout('none')
+    if not pool:
+        return Layout('empty-pool', 'empty-pool', EMPTY_POOL)
+    if totals.total > len(pool) * ratio + EPSILON:
+        return Layout('host', 'rule-1-host-range',
+                      'host oversubscribed: its vCPUs exceed the guest '
+                      'pool x ratio')
+    for node, node_pool in pool_by_node.items():
+        if totals.node_vcpus[node] > len(node_pool) * ratio + EPSILON:
+            return Layout('host', 'rule-2-host-range',
+                          'node %d oversubscribed: its vCPUs exceed its '
+                          'pool x ratio' % node)
+    modes, one_to_one = [], 0
+    for node, node_pool in pool_by_node.items():
+        v_n = totals.node_vcpus[node]
+        if v_n <= len(node_pool):
+            modes.append((node, plan_mod.DEDICATED))
+            one_to_one += v_n  # one pCPU each
+        else:
+            modes.append((node, plan_mod.NODE_RANGE))
+    if totals.cross > (len(pool) - one_to_one) * ratio + EPSILON:
+        return Layout('host', 'rule-3-host-range',
+                      'cross-node guests oversubscribed: their vCPUs '
+                      'exceed the pCPUs without one-to-one binding x ratio')
+    return Layout('nodes', modes=tuple(modes))
+
+
+class State(typing.NamedTuple):
+    """What a plan was made from and how, beyond the plan itself: what
+    ``replan`` needs to bring it up to date for a few changed guests."""
+
+    pool: frozenset
+    pool_by_node: dict
+    guests: dict  # uuid -> Guest
+    why: dict  # uuid -> (rule, reason) for untouched guests, else None
+    facts: dict  # uuid -> (node, source, cross) for managed guests
+    homes: dict  # uuid -> (home node or None, source)
+    totals: Totals
+    layout: Layout
+    members: dict  # node -> {uuid: None} single-node guests, guest order
+    cross: dict  # {uuid: None} cross-node guests
+    one_to_one: dict  # node -> frozenset of its one-to-one pCPUs
+    free: frozenset  # pool minus one-to-one pCPUs (cross-node range)
+    plans: dict  # uuid -> GuestPlan
+    dependent_homes: int  # managed guests whose home is order_dependent
+
+
+def plan_with_state(host, guests, options):
+    """(plan, ``State``) for ``guests`` on ``host``: the whole host."""
+    validate(host, options)
+    ratio = float(options.allocation_ratio)
+    pool = guest_pool(host, guests, options)
+    pool_by_node = {n: node.cpus & pool for n, node in host.nodes.items()}
+    why, facts, managed = {}, {}, []
+    for g in guests:
+        why[g.uuid] = reason = _untouched_reason(g, options)
+        if reason is None:
+            managed.append(g)
+            facts[g.uuid] = _home_from_facts(g, host, pool_by_node,
+                                             options)
+    homes = _place(host, managed, pool_by_node, options, ratio, facts)
+    members = {n: {} for n in host.nodes}
+    cross = {}
+    for g in managed:
+        home = homes[g.uuid][0]
+        (cross if home is None else members[home])[g.uuid] = None
+    by_uuid = {g.uuid: g for g in guests}
+    totals = totals_of(by_uuid, members, cross)
+    layout = decide(pool, pool_by_node, ratio, totals, len(managed))
+    plans = {}
+    for g in guests:
+        if why[g.uuid] is not None:
+            plans[g.uuid] = _untouched(g, *why[g.uuid])
+    one_to_one, free = {}, pool
+    if layout.kind == 'nodes':
+        for node, mode in layout.modes:
+            section = node_plans(host, node, mode, pool_by_node[node],
+                                 [by_uuid[u] for u in members[node]],
+                                 homes, options)
+            plans.update(section)
+            if mode == plan_mod.DEDICATED:
+                one_to_one[node] = dedicated_cpus(section.values())
+        free = pool.difference(*one_to_one.values())
+        for u in cross:
+            plans[u] = cross_plan(by_uuid[u], free, homes, options)
+    elif layout.kind != 'none':
+        for g in managed:
+            plans[g.uuid] = host_plan(g, layout, pool, homes, options)
+    state = State(pool, pool_by_node, by_uuid, why, facts, homes, totals,
+                  layout, members, cross, one_to_one, free, plans,
+                  sum(map(order_dependent, facts.values())))
+    return plan_of(state, guests, ratio), state
+
+
+def plan_of(state, guests, ratio):
+    """The ``Plan`` of a ``State``, its guests in the order of
+    ``guests``."""
+    return plan_mod.Plan(
+        guests=tuple(map(state.plans.__getitem__, map(_UUID, guests))),
+        pool=state.pool,
+        pool_by_node=state.pool_by_node, allocation_ratio=ratio,
+        total_vcpus=state.totals.total,
+        node_vcpus=dict(state.totals.node_vcpus),
+        cross_node_vcpus=state.totals.cross)
+
+
+_UUID = operator.attrgetter('uuid')
+
+
+def totals_of(by_uuid, members, cross):
+    """``Totals`` of the guests in ``members`` and ``cross``."""
+    node_vcpus = {n: sum(by_uuid[u].vcpu_count for u in guests)
+                  for n, guests in members.items()}
+    cross_vcpus = sum(by_uuid[u].vcpu_count for u in cross)
+    return Totals(sum(node_vcpus.values()) + cross_vcpus, node_vcpus,
+                  cross_vcpus)
+
+
+def node_plans(host, node, mode, node_pool, members, homes, options):
+    """uuid -> GuestPlan for the single-node guests of ``node``."""
+    rule, reason = NODE_REASONS[mode]
+    reason %= node
+    if mode == plan_mod.NODE_RANGE:
+        return {g.uuid: _ranged(g, homes, mode, node_pool, rule, reason,
+                                options) for g in members}
+    pins, split = assign.assign_node(host, node_pool, members)
+    return {g.uuid: _bound(g, homes, mode,
+                           {v: frozenset((c,))
+                            for v, c in sorted(pins[g.uuid].items())},
+                           frozenset(pins[g.uuid].values()), rule,
+                           reason if g.uuid not in split else
+                           '%s; split across L3 domains: %s' % (
+                               reason, split[g.uuid]), options)
+            for g in members}
+
+
+def dedicated_cpus(plans):
+    """The pCPUs one-to-one ``plans`` hold."""
+    return frozenset().union(*(gp.emulator_pin for gp in plans))
+
+
+def cross_plan(guest, free, homes, options):
+    return _ranged(guest, homes, plan_mod.CROSS_NODE_RANGE, free,
+                   *CROSS_REASON, options)
+
+
+def host_plan(guest, layout, pool, homes, options):
+    """The plan of a managed guest under a host-wide layout."""
+    if layout.kind == 'empty-pool':
+        return _untouched(guest, layout.rule, layout.reason)
+    return _ranged(guest, homes, plan_mod.HOST_RANGE, pool, layout.rule,
+                   layout.reason, options)
+
+
+def order_dependent(fact):
+    """A home from these facts (``_home_from_facts``) depends on the
+    other guests: read from pins alone, or yet to be chosen."""
+    node, source, cross = fact
+    return source == 'pins' or (node is None and not cross)
+
+
+def _place(host, managed, pool_by_node, options, ratio, facts):
+    """uuid -> (home node or None, source) for every managed guest;
+    ``facts``: uuid -> ``_home_from_facts`` of each."""
+    homes, unplaced, by_pins = {}, [], []
+    load = dict.fromkeys(pool_by_node, 0)
+    mem_used = dict.fromkeys(pool_by_node, 0)
+    for g in managed:
+        node, source, cross = facts[g.uuid]
+        if source == 'pins':
+            by_pins.append((g, node))
+        elif node is not None or cross:
+            homes[g.uuid] = (node, source)
+            if node is not None:
+                load[node] += g.vcpu_count
+                mem_used[node] += g.memory_kib
+        else:
+            unplaced.append(g)
+    # A home read from pins alone is a previous pass's choice, not a fact
+    # about the guest: it is kept only while the node has room for it.
+    # Otherwise the pins would tip the node over, the host would go to
+    # host range, the pins would then say nothing, and the next pass would
+    # choose again: an oscillation between modes.
+    for g, node in sorted(by_pins, key=lambda gn: gn[0].uuid):
+        if load[node] + g.vcpu_count <= \
+                len(pool_by_node[node]) * ratio + EPSILON:
+            homes[g.uuid] = (node, 'pins')
+            load[node] += g.vcpu_count
+            mem_used[node] += g.memory_kib
+        else:
+            unplaced.append(g)
+    for g in sorted(unplaced, key=lambda g: (-g.vcpu_count, g.uuid)):
+        node = _choose_home(g, pool_by_node, load, mem_used, host, ratio)
+        if node is None:
+            homes[g.uuid] = (None, 'none')
+            continue
+        homes[g.uuid] = (node, 'chosen')
+        load[node] += g.vcpu_count
+        mem_used[node] += g.memory_kib
+    return homes
+
+
+def _ranged(guest, homes, mode, cpus, rule, reason, options):
+    return _bound(guest, homes, mode, dict.fromkeys(guest.vcpus, cpus), cpus,
+                  rule, reason, options)
+
+
+def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
+    home, source = homes[guest.uuid]
+    nodeset = None
+    if options.set_home_node and home is not None and \
+            source in ('chosen', 'pins'):
+        # Memory not placed yet: give it the home node too, so that
+        # the home survives a later host range (pins then say nothing).
+        nodeset = frozenset((home,))
+    # Positional: a plan of a thousand guests builds a thousand of these.
+    return plan_mod.GuestPlan(
+        guest.uuid, guest.name, mode, home, source, vcpu_pins, emulator,
+        dict.fromkeys(guest.iothread_pins, emulator), rule, reason, nodeset)
+
+
+def _untouched(guest, rule, reason):
+    return plan_mod.GuestPlan(
+        uuid=guest.uuid, name=guest.name, mode=plan_mod.UNTOUCHED,
+        home_node=None, home_source='none', vcpu_pins={},
+        emulator_pin=None, iothread_pins={}, rule=rule, reason=reason)
+
+
+def release_plan(host, guests, options):
+    """Undo binding: every guest the policy would manage goes back on all
+    online CPUs (vCPUs, emulator and I/O threads); the rest stay untouched.
+    Used to switch the package off without restarting guests."""
+    validate(host, options)
+    everything = host.cpus
+    decided = []
+    for g in guests:
+        why = _untouched_reason(g, options)
+        if why and why[0] != 'empty-pool':
+            decided.append(_untouched(g, *why))
+            continue
+        decided.append(plan_mod.GuestPlan(
+            uuid=g.uuid, name=g.name, mode=plan_mod.RELEASED,
+            home_node=None, home_source='none',
+            vcpu_pins=dict.fromkeys(g.vcpus, everything),
+            emulator_pin=everything,
+            iothread_pins=dict.fromkeys(g.iothread_pins, everything),
+            rule='release', reason='released: every online CPU'))
+    return plan_mod.Plan(
+        guests=tuple(decided), pool=everything,
+        pool_by_node={n: node.cpus for n, node in host.nodes.items()},
+        allocation_ratio=float(options.allocation_ratio),
+        total_vcpus=sum(len(gp.vcpu_pins) for gp in decided),
+        node_vcpus={}, cross_node_vcpus=0)

@@ -1,0 +1,70 @@
+"""libvirt as the adapter sees it: the only module of the package that
+imports libvirt.
+
+What the connection (``virt``), its reads (``virtread``) and its writes
+(``virtwrite``) share: the libvirt module itself (``libvirt``, the one
+place tests swap it: ``tests/fixtures.py``), the error codes they sort
+faults by (``GONE``, ``BUSY``, ``code``), why libvirt holds a paused
+domain (``HELD``), the time-bound fault (``LibvirtTimeout``), the clock
+of samples (``now``) and the pid libvirt recorded for a guest
+(``qemu_pid``). It imports none of them back: they import it.
+
+Invariants:
+
+* The three modules reach libvirt as ``libvirtapi.libvirt`` at call time,
+  never by a name bound at import: a swapped module is seen at once.
+* ``GONE``, ``BUSY`` and ``HELD`` are read from libvirt at import; the
+  fake libvirt uses the same numbers, so they match its errors too.
+"""
+
+import time
+
+import libvirt
+
+from nova_pinning_hooks.host import qemuproc
+
+
+def _ignore_error(_ctx, _err):
+    """libvirt's default handler prints every error on stderr
+    (``libvirt: XML-RPC error : ...``); the caller reports it once."""
+
+
+def quiet_errors():
+    """Stop libvirt printing its own error lines: for our commands, whose
+    errors are one line of their own. Process-wide, so never called in
+    nova-compute (nova's libvirt shares the handler)."""
+    libvirt.registerErrorHandler(_ignore_error, None)
+
+
+RUN_DIR = '/run/libvirt/qemu'
+GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
+BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
+# Why libvirt pauses a domain while one of its asynchronous jobs holds it
+# (qemu's start, migration, save, dump, snapshot): a pin call, which needs
+# a job of its own, would wait for that one to end (up to libvirt's 30 s,
+# then fail as busy). A domain paused for another reason (by a client,
+# after an I/O error) has no job and is written at once.
+HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
+        for name, text in (('STARTING_UP', 'starting up'),
+                           ('MIGRATION', 'migrating'),
+                           ('SAVE', 'being saved'), ('DUMP', 'being dumped'),
+                           ('SNAPSHOT', 'in a snapshot'))
+        if hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
+
+
+now = time.monotonic  # the clock of samples; tests replace it
+
+
+class LibvirtTimeout(Exception):
+    """A libvirt call overran its time bound or the pass's deadline."""
+
+
+def qemu_pid(name, run_dir=RUN_DIR):
+    """The pid libvirt recorded for a running guest, or None."""
+    return qemuproc.qemu_pid(name, run_dir)
+
+
+def code(exc):
+    """libvirt's error code of ``exc``; None for any other exception."""
+    return exc.get_error_code() if isinstance(exc, libvirt.libvirtError) \
+        else None

@@ -1,0 +1,91 @@
+"""What the kernel enforces for a guest's qemu process, read from /proc.
+
+libvirt's XML says where a vCPU *should* run; the kernel decides where it
+*does*. A vCPU thread's cgroup cpuset or affinity changed behind
+libvirt's back (by hand, by another tool) leaves the XML unchanged, so
+``status`` and passes compare the two (``vcpu_affinity``).
+
+libvirt starts qemu with ``-name ...,debug-threads=on``, so each vCPU
+thread is named ``CPU <n>/KVM`` (``CPU <n>/TCG`` without KVM) in
+``/proc/<pid>/task/<tid>/comm``.
+
+Invariants:
+
+* only /proc and the kernel are read; nothing is written;
+* a process or thread that vanished while being read is left out, never
+  an error: ``vcpu_affinity`` returns what it could read ({} for a gone
+  process);
+* reads are bounded: comm files are at most 16 bytes, schedstat files
+  at most ``SCHEDSTAT_LIMIT`` bytes, read as regular files without
+  following links (``safefs.read_file``).
+"""
+
+import os
+
+from nova_pinning_hooks.host import safefs
+
+SCHEDSTAT_LIMIT = 256
+
+
+def qemu_pid(name, run_dir):
+    """The pid libvirt recorded for a running guest, or None."""
+    try:
+        text = safefs.read_file(os.path.join(run_dir, name + '.pid'),
+                                safefs.PIDFILE_LIMIT, 'pid file')
+    except OSError:
+        return None
+    text = text.strip()
+    if not (text.isdigit() and text.isascii()) or len(text) > 10:
+        return None
+    return int(text)
+
+
+def vcpu_threads(pid, proc='/proc'):
+    """{vCPU index: thread id} of a qemu process."""
+    task_dir = os.path.join(proc, str(pid), 'task')
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return {}
+    found = {}
+    for tid in tids:
+        if not (tid.isdigit() and tid.isascii()):
+            continue
+        try:
+            with open(os.path.join(task_dir, tid, 'comm'), 'rb') as f:
+                comm = f.read(32).strip()
+        except OSError:
+            continue  # the thread ended
+        if comm.startswith(b'CPU ') and b'/' in comm:
+            index = comm[4:comm.index(b'/')]
+            if index.isdigit():
+                found[int(index)] = int(tid)
+    return found
+
+
+def vcpu_affinity(pid, proc='/proc', getaffinity=os.sched_getaffinity):
+    """{vCPU index: frozenset of CPUs the kernel lets it run on}."""
+    result = {}
+    for vcpu, tid in vcpu_threads(pid, proc).items():
+        try:
+            result[vcpu] = frozenset(getaffinity(tid))
+        except OSError:
+            continue  # the thread ended
+    return result
+
+
+def vcpu_schedstat(pid, proc='/proc'):
+    """{vCPU index: (ns on a CPU, ns runnable but waiting)} of a qemu
+    process, from each vCPU thread's ``schedstat`` (the kernel's
+    ``sum_exec_runtime`` and ``run_delay``)."""
+    result = {}
+    for vcpu, tid in vcpu_threads(pid, proc).items():
+        path = os.path.join(proc, str(pid), 'task', str(tid), 'schedstat')
+        try:
+            fields = safefs.read_file(path, SCHEDSTAT_LIMIT,
+                                      'schedstat').split()
+        except OSError:
+            continue  # the thread ended
+        if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit():
+            result[vcpu] = (int(fields[0]), int(fields[1]))
+    return result

@@ -1,0 +1,209 @@
+"""The libvirt adapter's writes: pin changes applied live (``Writer``,
+the part of ``virt.Host`` that writes; ``Host.apply`` is its ``apply``).
+
+Invariants:
+
+* One call per change, with ``VIR_DOMAIN_AFFECT_LIVE`` only; the
+  persistent definition is never touched, so nova's own view of the
+  domain stays what nova wrote. The domain objects of the pass's listing
+  are written to (no lookup per guest) while its connection stays open.
+* A write never waits for another job of libvirt's: a domain paused by
+  libvirt for one of its long jobs (starting up, which lasts until its
+  ``createXML`` returns; migrating, being saved, dumped, snapshotted) is
+  skipped with its reason and written by a later pass (its event, or the
+  hook of the operation, asks for one). A pass with writes reads the
+  state and reason of every paused domain in one call
+  (``virConnectGetAllDomainStats``, state only: no job taken), so a
+  domain paused by a client (nova starts guests paused) is still
+  written.
+* Faults are normal: a domain that vanished or stopped is skipped, a busy
+  one retried a bounded number of times (``busy_retries``), a lost
+  connection reopened once. Every skip is logged with the guest's name;
+  ``apply`` never raises for a libvirt fault, and a call that overruns
+  its bound stops the writes of the pass (the rest skipped).
+
+libvirt is reached through ``libvirtapi.libvirt`` at call time:
+``libvirtapi`` stays the only module that imports it, and the one place
+tests swap it. The connection is the ``virt.Host`` handed to ``Writer``;
+this module does not import ``virt``.
+"""
+
+import collections
+import time
+import typing
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.host import libvirtapi
+LOG = logging.getLogger(__name__)
+
+
+class ApplyResult(typing.NamedTuple):
+    applied: list  # PinChange
+    skipped: list  # (PinChange or guest name, reason)
+    error: list  # [] or [one message]: the writes stopped early
+    held: object = frozenset()  # uuids not written: a job of libvirt's
+
+
+class Writer:
+    """What ``virt.Host`` writes; uses its connection and bounded calls
+    (``host.connection``, ``host.call``, ``host.with_reconnect``)."""
+
+    def __init__(self, host):
+        self.host = host
+        self._ncpus = None
+
+    def _cpumap(self, cpus):
+        if self._ncpus is None:
+            import xml.etree.ElementTree as ET  # noqa: S405 - libvirt's XML
+            root = ET.fromstring(self.host.capabilities())  # noqa: S314
+            ids = [int(c.get('id')) for c in root.iter('cpu')
+                   if (c.get('id') or '').isdigit()]
+            self._ncpus = max(ids) + 1
+        return tuple(i in cpus for i in range(self._ncpus))
+
+
+    def apply(self, changes):
+        """Write ``changes`` (``plan.PinChange``); never raises for a
+        libvirt fault: what could not be written is in ``skipped``."""
+        result = ApplyResult([], [], [], set())
+        by_guest = collections.OrderedDict()
+        for change in changes:
+            if change.kind == 'numa' and not self.host.set_home_node:
+                continue
+            by_guest.setdefault(change.uuid, []).append(change)
+        pending = list(by_guest.items())
+        if not pending:
+            return result
+        try:
+            held = self.host.with_reconnect(lambda: self._held(by_guest))
+        except libvirtapi.LibvirtTimeout as exc:
+            self._stop_writes(result, pending, exc)
+            return result
+        except libvirtapi.libvirt.libvirtError as exc:
+            LOG.warning('state of the paused guests not read (%s); a '
+                        'write may wait for a job of libvirt\'s', exc)
+            held = {}
+        for n, (uuid, group) in enumerate(pending):
+            if uuid in held:
+                # Its event (or the operation's hook) asks for the pass
+                # that writes it.
+                result.held.add(uuid)
+                self._skip(result, group, group[0].name,
+                           'guest %s: written once libvirt\'s job on it '
+                           'ends' % held[uuid], log=LOG.debug)
+                continue
+            try:
+                self.host.with_reconnect(
+                    lambda u=uuid, g=group: self._apply_guest(u, g, result))
+            except libvirtapi.LibvirtTimeout as exc:
+                self._stop_writes(result, pending[n:], exc)
+                break
+            except libvirtapi.libvirt.libvirtError as exc:
+                done = set(map(id, result.applied))
+                for change in group:
+                    if id(change) not in done:
+                        result.skipped.append((change, str(exc)))
+                LOG.warning('guest %s: pins not written: %s',
+                            group[0].name, exc)
+        return result
+
+    def _stop_writes(self, result, pending, exc):
+        """No more writes this pass: what is left is skipped."""
+        done = set(map(id, result.applied))
+        for _, rest in pending:
+            result.skipped.extend((c, 'not written: %s' % exc)
+                                  for c in rest if id(c) not in done)
+        result.error.append(str(exc))
+        LOG.error('pin writes stopped: %s', exc)
+
+    def _held(self, uuids):
+        """{uuid: why} of the domains among ``uuids`` that libvirt holds
+        paused for one of its long jobs (``libvirtapi.HELD``): the state of
+        every paused domain, in one call."""
+        records = self.host.call(
+            'read', 'getAllDomainStats',
+            self.host.connection().getAllDomainStats,
+            libvirtapi.libvirt.VIR_DOMAIN_STATS_STATE,
+            libvirtapi.libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED)
+        held = {}
+        for dom, stats in records:
+            uuid = dom.UUIDString()  # local: no call to the daemon
+            reason = stats.get('state.reason')
+            paused = libvirtapi.libvirt.VIR_DOMAIN_PAUSED
+            if uuid in uuids and reason in libvirtapi.HELD and \
+                    stats.get('state.state') == paused:
+                held[uuid] = libvirtapi.HELD[reason]
+        return held
+
+    def _domain(self, uuid):
+        """The domain object to write to: the listing's, while its
+        connection is the open one; else looked up."""
+        conn = self.host.connection()
+        listed_conn, listed = self.host.listed
+        dom = listed.get(uuid) if listed_conn is conn else None
+        if dom is None:
+            dom = self.host.call('read', 'lookupByUUIDString',
+                                 conn.lookupByUUIDString, uuid)
+        return dom
+
+    def _apply_guest(self, uuid, changes, result):
+        name = changes[0].name
+        done = {id(c) for c in result.applied}
+        todo = [c for c in changes if id(c) not in done]
+        try:
+            dom = self._domain(uuid)
+        except libvirtapi.libvirt.libvirtError as exc:
+            if libvirtapi.code(exc) in libvirtapi.GONE:
+                self._skip(result, todo, name, 'guest went away')
+                return
+            raise
+        for i, change in enumerate(todo):
+            try:
+                self._write(dom, change)
+            except libvirtapi.libvirt.libvirtError as exc:
+                if libvirtapi.code(exc) in libvirtapi.GONE:
+                    self._skip(result, todo[i:], name,
+                               'guest went away or stopped')
+                    return
+                if libvirtapi.code(exc) in libvirtapi.BUSY:
+                    self._skip(result, [change], name,
+                               'guest busy in another job')
+                    continue
+                raise
+            result.applied.append(change)
+
+    def _skip(self, result, changes, name, why, log=LOG.info):
+        log('guest %s: %d pin change(s) skipped: %s', name, len(changes),
+            why)
+        result.skipped.extend((c, why) for c in changes)
+
+    def _write(self, dom, change):
+        live = libvirtapi.libvirt.VIR_DOMAIN_AFFECT_LIVE
+        if change.kind == 'vcpu':
+            call = ('pinVcpuFlags', dom.pinVcpuFlags, change.index,
+                    self._cpumap(change.new), live)
+        elif change.kind == 'emulator':
+            call = ('pinEmulator', dom.pinEmulator, self._cpumap(change.new),
+                    live)
+        elif change.kind == 'iothread':
+            call = ('pinIOThread', dom.pinIOThread, change.index,
+                    self._cpumap(change.new), live)
+        elif change.kind == 'numa':
+            call = ('setNumaParameters', dom.setNumaParameters,
+                    {libvirtapi.libvirt.VIR_DOMAIN_NUMA_NODESET:
+                     cpuset.format(change.new)}, live)
+        else:
+            raise ValueError('unknown change kind %r' % change.kind)
+        api, func, args = call[0], call[1], call[2:]
+        for attempt in range(self.host.busy_retries + 1):
+            try:
+                return self.host.call('write', api, func, *args)
+            except libvirtapi.libvirt.libvirtError as exc:
+                if libvirtapi.code(exc) not in libvirtapi.BUSY or \
+                        attempt == self.host.busy_retries:
+                    raise
+                LOG.info('guest %s busy; retrying %s', change.name, api)
+                time.sleep(self.host.busy_retry_delay)
+

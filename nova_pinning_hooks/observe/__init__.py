@@ -1,0 +1,14 @@
+"""What the binding shows: metrics, the HTTP endpoint, the views.
+
+Rule: imports the layers below (``engine``, ``host``, ``passes``,
+``isolation``); never ``agent``, ``nova``, ``cmd``. Reading for a view
+never writes to libvirt.
+
+* ``metrics``: the Prometheus collectors and exposition;
+  ``passstats``: the pass counters of a process; ``textfile``: the
+  textfile written after each pass; ``endpoint``: ``/metrics`` over
+  HTTP, on ``httpserve``; ``passmetrics``: the three together for a
+  process that runs passes;
+* ``render``: the plan as a table; ``stealview``: steal per guest and
+  node for ``nova-pinning top``.
+"""

@@ -1,0 +1,61 @@
+"""The HTTP endpoint of the metrics: ``/metrics`` served from this host.
+
+``serve`` and ``server`` (``nova-pinning exporter``) serve the host's
+series read at each scrape (``metrics.LiveCollector``); ``Endpoint`` is
+that of a process that runs passes, with its pass counters. The HTTP
+itself (bounds, addresses) is ``httpserve``'s.
+
+Invariants:
+
+* a scrape of an ``Endpoint`` goes through a reconciler of the
+  endpoint's own (its own libvirt connection): a scrape never waits for
+  a pass, nor a pass for a scrape;
+* the server is bounded by ``[nova_pinning] metrics_max_requests`` and
+  ``metrics_read_timeout``.
+"""
+
+from nova_pinning_hooks.observe import metrics
+
+
+def server(rec, conf, address, port, stats=None):
+    """A ``httpserve.MetricsServer`` of the host's metrics (and of
+    ``stats``) on ``address``:``port``, bounded by ``[nova_pinning]
+    metrics_max_requests`` and ``metrics_read_timeout``, not started.
+    Raises ``OSError`` if the address cannot be bound."""
+    from nova_pinning_hooks.observe import httpserve
+    group = conf.nova_pinning
+    return httpserve.MetricsServer(
+        address, port, metrics.LiveCollector(rec, conf, stats).render,
+        max_requests=group.metrics_max_requests,
+        read_timeout=group.metrics_read_timeout)
+
+
+def serve(rec, conf, address, port, stop):
+    """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
+    Event) is set. Raises ``OSError`` if the address cannot be bound."""
+    server(rec, conf, address, port).serve_forever(stop)
+
+
+class Endpoint:
+    """The HTTP endpoint of a process that runs passes: the host's
+    series read at each scrape through a reconciler of its own (its own
+    libvirt connection: a scrape never waits for a pass, nor a pass for
+    a scrape), with the process's pass counters."""
+
+    def __init__(self, conf, stats, address, port, connect=None):
+        from nova_pinning_hooks.passes import reconciler
+        self.rec = reconciler.Reconciler(conf, connect=connect)
+        try:
+            self.http = server(self.rec, conf, address, port, stats)
+        except Exception:
+            self.rec.close()
+            raise
+        self.address = self.http.address
+
+    def start(self):
+        self.http.start()
+        return self
+
+    def close(self):
+        self.http.close()
+        self.rec.close()

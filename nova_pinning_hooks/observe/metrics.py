@@ -1,0 +1,360 @@
+"""Prometheus metrics: what the binding does, and what guests feel.
+
+``exposition(view, stats)`` renders, with ``prometheus_client``, the
+Prometheus text format of a ``HostView`` (read by ``read_view``: the plan
+of the host, one bulk sample of vCPU counters, the ratio in force and its
+source, the isolation state) and of the passes so far (``passstats``).
+The long-lived runners of passes (nova-compute's pass thread, the
+``nova-pinning agent`` worker) count their passes and, with
+``[nova_pinning] metrics_textfile`` set, write it after each pass for
+node_exporter's textfile collector (``textfile``) and, with a listen
+address (``agent --listen``, ``[nova_pinning] metrics_listen``), serve it
+with their pass counters over HTTP (``endpoint``, ``httpserve``): one
+scrape target per host; ``passmetrics`` holds the three together for
+them. ``nova-pinning metrics`` prints it and ``nova-pinning exporter``
+serves it (without pass counters: they run no pass). Pass counters live
+as long as the process that counts them; a restart starts them again at
+zero, which Prometheus' ``rate`` and ``increase`` take as a counter
+reset.
+
+Names follow Prometheus conventions (base units, ``_seconds``,
+``_total`` for counters). The per-vCPU counters keep the stems of the
+libvirt exporters' ``libvirt_domain_vcpu_time_seconds_total`` and
+``libvirt_domain_vcpu_delay_seconds_total`` under this package's
+``nova_pinning_`` prefix, so that both can be scraped from one host
+without clashing, and the same PromQL works on either. Every per-guest
+series carries ``uuid``, ``name`` (the libvirt domain name) and ``node``
+(the guest's home node, ``none`` for cross-node or unplaced guests);
+per-vCPU series add ``vcpu``.
+
+Invariants:
+
+* the counters are libvirt's cumulative counters as read, in seconds:
+  no interval, no state kept between scrapes; a restarted guest's
+  counters start again from zero, which Prometheus' ``rate`` handles;
+* reading never writes anything to libvirt and takes one bulk call for
+  all guests' vCPU counters; a part that cannot be read (libvirt down,
+  no ratio) leaves its series out and sets ``nova_pinning_up`` to 0,
+  never raises out of ``read_view``;
+* a series a dashboard panel or an alert rule reads (``etc/``) is
+  served from the start, at zero where nothing happened yet (every pin
+  change result and kind, the isolation counts where isolation is not
+  configured, the last pass time: 0 before the first pass), never
+  absent on a quiet host.
+"""
+
+import dataclasses
+import threading
+import time
+
+from prometheus_client import core
+from prometheus_client import exposition as prom_exposition
+from prometheus_client import registry as prom_registry
+
+PREFIX = 'nova_pinning_'
+OUTCOMES = ('ok', 'failed', 'refused')
+# Every (result, kind) of pin_changes_total is served from the start, at
+# zero: a panel or an alert over a series that appears only after the
+# first change would say "No data" on a quiet host.
+CHANGE_RESULTS = ('applied', 'skipped')
+CHANGE_KINDS = ('vcpu', 'emulator', 'iothread', 'numa')
+
+
+@dataclasses.dataclass
+class HostView:
+    plan: object = None  # plan.Plan, or None when it could not be read
+    sample: dict = None  # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
+    ratio_source: object = None
+    isolation: dict = None  # isolation.status()
+    # {'written', 'boot'} (Unix times; written 0: missing or unusable),
+    # None when [nova_pinning] allocation_ratio stands in for the file
+    overcommit: dict = None
+    errors: list = dataclasses.field(default_factory=list)
+
+
+def read_view(rec, conf, plan=None, isolation=True):
+    """A HostView of the live host through reconciler ``rec``: its plan
+    (``plan``, e.g. the one a pass just applied, or read and planned now:
+    no pass, no write), one sample of vCPU counters, the ratio's source,
+    the isolation state. Never raises: what failed is in ``errors``."""
+    from nova_pinning_hooks.passes import reconciler
+    view = HostView(plan=plan)
+    try:
+        view.ratio_source = reconciler.host_settings(conf).get(
+            'ratio_source')
+        if view.plan is None:
+            _, view.plan, _ = rec.plan()
+    except Exception as exc:
+        view.errors.append('plan: %s: %s' % (type(exc).__name__, exc))
+    try:
+        view.sample = rec.vcpu_stats()[1]
+    except Exception as exc:
+        view.errors.append('vcpu stats: %s: %s' % (type(exc).__name__, exc))
+    if isolation:
+        from nova_pinning_hooks import isolation as isolation_mod
+        view.isolation = isolation_mod.status(conf)
+    view.overcommit = overcommit_times(conf)
+    return view
+
+
+def overcommit_times(conf):
+    """When the overcommit file was written (0: missing or unusable) and
+    when the host booted, as Unix times; None when ``[nova_pinning]
+    allocation_ratio`` stands in for the file. A file written before the
+    boot was not rewritten by nova-compute since: stale."""
+    if conf.nova_pinning.allocation_ratio is not None:
+        return None
+    import datetime
+
+    from nova_pinning_hooks.passes import overcommit
+    try:
+        info = overcommit.read(conf.nova_pinning.overcommit_file)
+        written = datetime.datetime.fromisoformat(info.written_at)
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=datetime.timezone.utc)
+        written = written.timestamp()
+    except (overcommit.OvercommitError, ValueError):
+        written = 0.0
+    boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return {'written': written, 'boot': float(round(boot))}
+
+
+def _node_label(node):
+    return 'none' if node is None else str(node)
+
+
+class _Collector:
+
+    def __init__(self, view, stats):
+        self.view, self.stats = view, stats
+
+    def collect(self):
+        yield from self._host()
+        yield from self._guests()
+        yield from self._isolation()
+        yield from self._overcommit()
+        if self.stats is not None:
+            yield from self._passes()
+
+    def _host(self):
+        up = core.GaugeMetricFamily(
+            PREFIX + 'up', '1 if the plan and the vCPU counters of the host '
+            'could be read for these metrics, else 0.')
+        up.add_metric([], 0 if self.view.errors else 1)
+        yield up
+        p = self.view.plan
+        if p is None:
+            return
+        ratio = core.GaugeMetricFamily(
+            PREFIX + 'allocation_ratio', 'CPU allocation ratio in force, '
+            'by where it comes from.', labels=['source'])
+        ratio.add_metric([str(self.view.ratio_source or 'unknown')],
+                         p.allocation_ratio)
+        yield ratio
+        pool = core.GaugeMetricFamily(
+            PREFIX + 'node_pool_cpus', 'Host CPUs of the guest pool on '
+            'each NUMA node.', labels=['node'])
+        alloc = core.GaugeMetricFamily(
+            PREFIX + 'node_allocatable_vcpus', 'vCPUs the node may carry: '
+            'its pool times the allocation ratio.', labels=['node'])
+        vcpus = core.GaugeMetricFamily(
+            PREFIX + 'node_vcpus', 'vCPUs of the managed single-node '
+            'guests homed on each NUMA node.', labels=['node'])
+        for node, cpus in sorted(p.pool_by_node.items()):
+            pool.add_metric([str(node)], len(cpus))
+            alloc.add_metric([str(node)], len(cpus) * p.allocation_ratio)
+            vcpus.add_metric([str(node)], p.node_vcpus.get(node, 0))
+        yield pool
+        yield alloc
+        yield vcpus
+        cross = core.GaugeMetricFamily(
+            PREFIX + 'cross_node_vcpus', 'vCPUs of managed guests whose '
+            'memory spans NUMA nodes.')
+        cross.add_metric([], p.cross_node_vcpus)
+        yield cross
+        modes = core.GaugeMetricFamily(
+            PREFIX + 'guests', 'Running guests by home node and binding '
+            'mode.', labels=['node', 'mode'])
+        counts = {}
+        for gp in p.guests:
+            key = (_node_label(gp.home_node), gp.mode)
+            counts[key] = counts.get(key, 0) + 1
+        for (node, mode), n in sorted(counts.items()):
+            modes.add_metric([node, mode], n)
+        yield modes
+
+    def _guests(self):
+        p, sample = self.view.plan, self.view.sample
+        plans = {gp.uuid: gp for gp in p.guests} if p else {}
+        info = core.GaugeMetricFamily(
+            PREFIX + 'guest_vcpus', 'vCPUs of each running guest, with its '
+            'binding mode and home node.',
+            labels=['uuid', 'name', 'node', 'mode'])
+        for gp in sorted(plans.values(), key=lambda g: (g.name, g.uuid)):
+            info.add_metric([gp.uuid, gp.name, _node_label(gp.home_node),
+                             gp.mode], len(gp.vcpu_pins) or _vcpus(
+                                 sample, gp.uuid))
+        yield info
+        if sample is None:
+            return
+        labels = ['uuid', 'name', 'node', 'vcpu']
+        run = core.CounterMetricFamily(
+            PREFIX + 'vcpu_time_seconds', 'Time each vCPU thread ran on a '
+            'host CPU (libvirt vcpu.N.time).', labels=labels)
+        delay = core.CounterMetricFamily(
+            PREFIX + 'vcpu_delay_seconds', 'Time each vCPU thread was '
+            'runnable but waited for a host CPU: the guest\'s steal time '
+            '(libvirt vcpu.N.delay).', labels=labels)
+        g_run = core.CounterMetricFamily(
+            PREFIX + 'guest_cpu_seconds', 'Time all vCPUs of a guest ran.',
+            labels=labels[:3])
+        g_delay = core.CounterMetricFamily(
+            PREFIX + 'guest_steal_seconds', 'Time all vCPUs of a guest '
+            'waited for a host CPU (sum of vcpu_delay_seconds).',
+            labels=labels[:3])
+        for uuid, entry in sorted(sample.items()):
+            gp = plans.get(uuid)
+            base = [uuid, entry.get('name', ''),
+                    _node_label(gp.home_node if gp else None)]
+            total_run = total_delay = 0
+            for index, c in sorted(entry.get('vcpus', {}).items()):
+                run.add_metric(base + [str(index)], c['time'] / 1e9)
+                delay.add_metric(base + [str(index)], c['delay'] / 1e9)
+                total_run += c['time']
+                total_delay += c['delay']
+            g_run.add_metric(base, total_run / 1e9)
+            g_delay.add_metric(base, total_delay / 1e9)
+        yield from (run, delay, g_run, g_delay)
+
+    def _isolation(self):
+        iso = self.view.isolation
+        if iso is None:  # not asked for (a unit test of another part)
+            return
+        if not isinstance(iso, dict):
+            iso = {}
+        applied = core.GaugeMetricFamily(
+            PREFIX + 'isolation_applied', '1 if host processes are '
+            'confined to the reserved CPUs (nova-pinning-isolate), by '
+            'backend.', labels=['mode'])
+        applied.add_metric([str(iso.get('applied_mode') or
+                                iso.get('mode') or 'none')],
+                           1 if iso.get('state') == 'applied' else 0)
+        yield applied
+        # Served even where isolation is not configured (0: nothing
+        # should be confined), so that the panel and the drift alert
+        # read 0, not "No data". systemd counts units, v1 processes.
+        unit = 'units' if (iso.get('applied_mode') or
+                           iso.get('mode')) == 'systemd' else 'processes'
+        for key, what in (('confined', 'confined to the reserved CPUs'),
+                          ('not_confined', 'that should be confined but '
+                                           'are not')):
+            value = iso.get(key) or 0
+            family = core.GaugeMetricFamily(
+                PREFIX + 'isolation_%s_%s' % (key, unit),
+                'Host %s %s.' % (unit, what))
+            family.add_metric([], value if isinstance(value, int)
+                              else len(value))
+            yield family
+
+    def _overcommit(self):
+        oc = self.view.overcommit
+        if oc is None:
+            return
+        written = core.GaugeMetricFamily(
+            PREFIX + 'overcommit_file_timestamp_seconds', 'When '
+            'nova-compute last wrote the overcommit file (Unix time; 0: '
+            'missing or unusable, passes cannot run).')
+        written.add_metric([], oc['written'])
+        boot = core.GaugeMetricFamily(
+            PREFIX + 'host_boot_time_seconds', 'When the host booted '
+            '(Unix time): an overcommit file older than this was not '
+            'rewritten by nova-compute since.')
+        boot.add_metric([], oc['boot'])
+        yield written
+        yield boot
+
+    def _passes(self):
+        s = self.stats
+        with s._lock:
+            passes = core.CounterMetricFamily(
+                PREFIX + 'passes', 'Rebinding passes run in nova-compute, '
+                'by outcome.', labels=['outcome'])
+            for outcome in OUTCOMES:
+                passes.add_metric([outcome], s.passes[outcome])
+            duration = core.SummaryMetricFamily(
+                PREFIX + 'pass_duration_seconds', 'Time passes took.',
+                count_value=sum(s.passes.values()),
+                sum_value=s.seconds_sum)
+            changes = core.CounterMetricFamily(
+                PREFIX + 'pin_changes', 'Pin changes planned by passes, '
+                'by result (applied, skipped) and kind (vcpu, emulator, '
+                'iothread, numa).', labels=['result', 'kind'])
+            for (result, kind), n in sorted(s.changes.items()):
+                changes.add_metric([result, kind], n)
+            calls = core.CounterMetricFamily(
+                PREFIX + 'libvirt_calls', 'libvirt calls made by passes '
+                'and vCPU count polls, by kind (read, write).',
+                labels=['kind'])
+            for kind, n in sorted(s.calls.items()):
+                calls.add_metric([kind], n)
+            polls = core.CounterMetricFamily(
+                PREFIX + 'vcpu_polls', 'vCPU count polls run (libvirt '
+                'raises no event for a vCPU hot-plug); their calls are '
+                'in libvirt_calls_total.')
+            polls.add_metric([], s.polls)
+            # 0 until the first pass: "never", which the alert on
+            # passes not running sees as long ago, as it should.
+            last = core.GaugeMetricFamily(
+                PREFIX + 'last_pass_timestamp_seconds', 'When the last '
+                'pass ended (Unix time; 0: no pass yet).')
+            last.add_metric([], s.last_timestamp or 0.0)
+            families = [passes, duration, changes, calls, polls, last]
+            if s.last_timestamp is not None:
+                ok = core.GaugeMetricFamily(
+                    PREFIX + 'last_pass_success', '1 if the last pass '
+                    'wrote every change it planned.')
+                ok.add_metric([], 1 if s.last_ok else 0)
+                families.append(ok)
+        yield from families
+
+
+def _vcpus(sample, uuid):
+    if not sample or uuid not in sample:
+        return 0
+    return len(sample[uuid].get('vcpus', {}))
+
+
+def exposition(view, stats=None):
+    """The Prometheus text exposition (str) of ``view`` and ``stats``."""
+    registry = prom_registry.CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(view, stats))
+    return prom_exposition.generate_latest(registry).decode('utf-8')
+
+
+class LiveCollector:
+    """For the HTTP endpoint: a fresh HostView at every scrape, one
+    scrape at a time, through one reconciler (its libvirt connection is
+    kept between scrapes), with the pass counters ``stats`` of the
+    process when it runs passes (the agent, nova-compute). There the
+    plan is the last pass's (passes follow libvirt's events), so a
+    scrape costs one libvirt call, the bulk sample of vCPU counters, as
+    the textfile written after the pass does; before the first pass, and
+    for the exporter, the host is read and planned at each scrape."""
+
+    def __init__(self, rec, conf, stats=None):
+        self.rec, self.conf, self.stats = rec, conf, stats
+        self._lock = threading.Lock()
+
+    def collect(self):
+        plan = self.stats.last_plan if self.stats is not None else None
+        with self._lock:
+            view = read_view(self.rec, self.conf, plan=plan)
+        yield from _Collector(view, self.stats).collect()
+
+    def render(self):
+        """The exposition (bytes) of one scrape."""
+        registry = prom_registry.CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return prom_exposition.generate_latest(registry)
+
+

@@ -1,0 +1,46 @@
+"""The metrics of a long-lived process that runs passes (nova-compute's
+pass thread, the ``nova-pinning agent`` worker): its pass counters
+(``passstats``), the textfile written after each of its passes
+(``textfile``) and, when asked, its HTTP endpoint (``endpoint``).
+"""
+
+from nova_pinning_hooks.observe import endpoint as endpoint_mod
+from nova_pinning_hooks.observe import passstats
+from nova_pinning_hooks.observe import textfile
+
+
+class PassMetrics:
+    """The pass counters of one long-lived process, the textfile written
+    after each of its passes (``textfile.after_pass``) and, with ``listen``
+    (``(address, port)``), its HTTP endpoint (``start_endpoint``)."""
+
+    def __init__(self, conf, log):
+        self.conf, self.log = conf, log
+        self.stats = passstats.PassStats()
+        self.endpoint = None
+
+    def after_pass(self, rec, result):
+        """Never raises (see ``textfile.after_pass``)."""
+        return textfile.after_pass(rec, self.conf, result, self.stats,
+                                   self.log)
+
+    def start_endpoint(self, listen, connect=None):
+        """Serve the metrics with these pass counters on ``listen``;
+        raises ``OSError`` if it cannot be bound."""
+        address, port = listen
+        if self.conf.nova_pinning.metrics_textfile:
+            self.log.warning(
+                'nova-pinning-hooks: metrics served on %s port %d and '
+                'written to %s: scrape one of them, not both (every '
+                'series would be there twice)', address, port,
+                self.conf.nova_pinning.metrics_textfile)
+        self.endpoint = endpoint_mod.Endpoint(
+            self.conf, self.stats, address, port, connect=connect).start()
+        self.log.info('nova-pinning-hooks: metrics on http://%s:%d/metrics',
+                      address, port)
+        return self.endpoint
+
+    def close(self):
+        endpoint, self.endpoint = self.endpoint, None
+        if endpoint is not None:
+            endpoint.close()

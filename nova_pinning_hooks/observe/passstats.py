@@ -1,0 +1,70 @@
+"""The pass statistics of one process: counters of its passes and polls.
+
+``PassStats`` counts what each pass did (``record``: a
+``reconciler.PassResult``) and each vCPU count poll (``record_poll``);
+``metrics`` renders them (``nova_pinning_passes_total`` and the rest).
+
+Invariants:
+
+* thread-safe: every change and every reading (``metrics``) holds the
+  lock;
+* every outcome and every (result, kind) of pin changes is counted from
+  the start, at zero (``metrics.OUTCOMES``, ``CHANGE_RESULTS``,
+  ``CHANGE_KINDS``: the series served).
+"""
+
+import threading
+import time
+
+from nova_pinning_hooks.observe import metrics
+
+
+class PassStats:
+    """Counters of the passes of one process (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.passes = dict.fromkeys(metrics.OUTCOMES, 0)
+        self.seconds_sum = 0.0
+        self.changes = {(result, kind): 0
+                        for result in metrics.CHANGE_RESULTS
+                        for kind in metrics.CHANGE_KINDS}
+        self.calls = {'read': 0, 'write': 0}
+        self.polls = 0  # vCPU count polls (service.BindingService)
+        self.last_timestamp = None
+        self.last_seconds = None
+        self.last_ok = None
+        self.last_plan = None  # of the last pass that planned
+
+    def record(self, result, now=None):
+        """Count a ``reconciler.PassResult``."""
+        outcome = ('ok' if result.error is None else
+                   'refused' if result.error_kind == 'input' else 'failed')
+        with self._lock:
+            self.passes[outcome] += 1
+            self.seconds_sum += result.seconds
+            skipped = {id(c) for c, _ in result.skipped
+                       if not isinstance(c, str)}
+            for c in result.applied:
+                key = ('applied', c.kind)
+                self.changes[key] = self.changes.get(key, 0) + 1
+            for c in result.changes:
+                if id(c) in skipped:
+                    key = ('skipped', c.kind)
+                    self.changes[key] = self.changes.get(key, 0) + 1
+            for kind in self.calls:
+                self.calls[kind] += result.calls.get(kind, 0)
+            self.last_timestamp = time.time() if now is None else now
+            self.last_seconds = result.seconds
+            self.last_ok = result.complete
+            if result.plan is not None:
+                self.last_plan = result.plan
+
+    def record_poll(self, calls):
+        """Count a vCPU count poll and its libvirt calls (``{'read':
+        n}``): a poll that finds nothing runs no pass, but its calls
+        are the agent's steady cost, and are counted with the passes'."""
+        with self._lock:
+            self.polls += 1
+            for kind in self.calls:
+                self.calls[kind] += calls.get(kind, 0)

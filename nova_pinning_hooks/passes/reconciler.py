@@ -1,0 +1,342 @@
+"""Rebinding passes: read, plan, diff, apply.
+
+A pass reads the live host once (capabilities, active domains, their live
+XML and memory placement), plans with ``policy.make_plan``, diffs the plan
+against the pins in force and writes only the differences.
+
+Invariants:
+
+* passes on one host never overlap: ``passlock.PassLock`` on
+  ``[nova_pinning] lock_path`` serialises them across threads, processes
+  and users (hooks and periodic passes as the nova user, the CLI as
+  root), waiting at most ``lock_timeout`` seconds;
+* a pass is bounded in time: every libvirt call gets at most
+  ``libvirt_call_timeout`` seconds and none starts after ``pass_timeout``
+  seconds from taking the lock (``virt.Host.set_deadline``); an overrun
+  ends the pass with an error, the rest of its writes skipped, and the
+  lock is released;
+* ``run_pass`` never raises: every failure (libvirt down or hung, missing
+  or corrupt overcommit file, bad configuration) ends the pass with one
+  logged error in ``PassResult.error``; ``error_kind`` says whether the
+  input was refused (``input``: nothing written) or the pass failed
+  (``failed``: some writes may have been made, see ``applied``);
+* a second pass over an unchanged host makes zero libvirt writes;
+* with a ``model.HostModel`` (long-lived reconcilers: the agent, the nova
+  plugin) a pass reads only what the model cannot vouch for, and when
+  the model's generation and the settings equal those of the last
+  complete pass it reuses that pass's plan: no parsing, no planning, no
+  changes; otherwise it parses only the domains whose XML changed
+  (``snapshot.Loader``), plans again only what they can affect and
+  compares only those guests' pins (``replan.Planner``: the same plan
+  as the whole host's; after a dry run, or a pass that left a guest with
+  a change unmarked, the next plan is the whole host's). The domains a
+  pass wrote to (or tried to) are marked in the model, so the next pass
+  reads them back; a domain the adapter left alone because a job of
+  libvirt's holds it (``virt.Host.apply``: starting up...) is not, and
+  the pass is not complete, so the next one plans the whole host again
+  and writes it once it is free; every ``resync_interval`` seconds a
+  pass reads everything (what no event tells: a cgroup changed behind
+  libvirt's back).
+
+Who asks for a pass, and how bursts of asking become few passes, is the
+``coalescer``'s.
+"""
+
+import dataclasses
+import time
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine import replan
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.passes import passlock
+
+LOG = logging.getLogger(__name__)
+
+
+class SettingsError(Exception):
+    """The ratio or CPU sets a pass needs are missing or invalid."""
+
+
+@dataclasses.dataclass
+class PassResult:
+    changes: list = dataclasses.field(default_factory=list)
+    applied: list = dataclasses.field(default_factory=list)
+    skipped: list = dataclasses.field(default_factory=list)
+    calls: dict = dataclasses.field(default_factory=dict)
+    error: object = None  # one-line message, or None
+    error_kind: object = None  # 'input' (refused) or 'failed'
+    plan: object = None
+    snapshot: object = None  # the validated snapshot.Snapshot
+    dry_run: bool = False
+    release: bool = False  # the pass put guests back on every CPU
+    seconds: float = 0.0
+    compared: int = 0  # guests whose live pins were compared with the plan
+
+    @property
+    def ok(self):
+        return self.error is None
+
+    @property
+    def complete(self):
+        """Every planned change was written (or none was needed)."""
+        return self.error is None and not self.skipped
+
+
+def host_settings(conf):
+    """Ratio and CPU sets for the snapshot, from configuration.
+
+    ``[nova_pinning] allocation_ratio`` wins when set; otherwise the
+    overcommit file that the nova plugin writes at service start supplies
+    the ratio and nova's CPU sets. Raises SettingsError with one message.
+    """
+    group = conf.nova_pinning
+    settings = {'reserved_cpus': group.reserved_cpus or None,
+                'shared_cpus': None, 'dedicated_cpus': None}
+    if group.allocation_ratio is not None:
+        if group.allocation_ratio <= 0:
+            raise SettingsError('[nova_pinning] allocation_ratio must be '
+                                '> 0, not %s' % group.allocation_ratio)
+        settings['allocation_ratio'] = group.allocation_ratio
+        settings['ratio_source'] = '[nova_pinning] allocation_ratio'
+        return settings
+    from nova_pinning_hooks.passes import overcommit
+    try:
+        info = overcommit.read(group.overcommit_file)
+    except overcommit.OvercommitError as exc:
+        raise SettingsError(str(exc)) from None
+    settings.update(allocation_ratio=info.allocation_ratio,
+                    ratio_source=info.ratio_source or 'unknown',
+                    shared_cpus=info.shared_cpus,
+                    dedicated_cpus=info.dedicated_cpus)
+    return settings
+
+
+def policy_overrides(conf):
+    """Policy options that come from configuration, not the snapshot."""
+    group = conf.nova_pinning
+    return {'foreign_domains': group.foreign_domains,
+            'home_node_min_fraction': group.home_node_min_fraction,
+            'set_home_node': group.set_home_node}
+
+
+def calls_since(host, before):
+    """The libvirt calls ``host`` (a ``virt.Host``; anything without
+    ``calls`` counts none) made since its counts were ``before`` (a
+    copy of ``host.calls``), by kind: ``{'read': n, 'write': n}``."""
+    after = getattr(host, 'calls', {})
+    return {k: after.get(k, 0) - before.get(k, 0) for k in ('read', 'write')}
+
+
+def _cpuset_text(value):
+    if value is None or isinstance(value, str):
+        return value
+    return cpuset.format(frozenset(value))
+
+
+RESYNC_SLACK = 1.0  # seconds a resync pass may come early, at most
+
+
+class Reconciler:
+    """Runs passes against one libvirt connection, kept between passes."""
+
+    def __init__(self, conf, connect=None, model=None):
+        self._conf = conf
+        self._connect = connect
+        self._host = None
+        self.model = model
+        self._next_resync = None
+        self._plan_key = None  # what the plan just made was made from
+        self._last = None  # (key, snapshot, plan) of the last complete pass
+        self._l3_ignored_logged = None
+        # With a model: domains parsed and planned again only as they
+        # change (snapshot.Loader, replan.Planner).
+        self._loader = snapshot_mod.Loader()
+        self._planner = replan.Planner()
+        self.compared = 0  # guests the last plan compared with live pins
+
+    def _adapter(self):
+        if self._host is None:
+            connect = self._connect
+            if connect is None:
+                from nova_pinning_hooks.host import virt
+                connect = virt.connect
+            self._host = connect(self._conf.nova_pinning.connection_uri,
+                                 conf=self._conf)
+        return self._host
+
+    def host(self):
+        """The libvirt adapter (``virt.Host``) passes use."""
+        return self._adapter()
+
+    def read(self):
+        """The live host as a snapshot dict (the ``snapshot`` command)."""
+        if self.model is None:
+            raw = self._adapter().read_snapshot()
+        else:
+            interval = self._conf.nova_pinning.resync_interval
+            now = time.monotonic()
+            # The agent asks for its resync pass every ``interval``
+            # seconds, and its first pass started a coalescing delay after
+            # its timer: a pass that comes up to a tenth of the interval
+            # (at most a second) early is the resync, not one period late.
+            if interval and (self._next_resync is None or
+                             now >= self._next_resync -
+                             min(RESYNC_SLACK, interval / 10.0)):
+                if self._next_resync is not None:
+                    self.model.invalidate('periodic resync')
+                self._next_resync = now + interval
+            raw = self._adapter().read_snapshot(self.model)
+        settings = host_settings(self._conf)
+        for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
+            settings[key] = _cpuset_text(settings[key])
+        raw.update(settings)
+        return raw
+
+    def vcpu_stats(self):
+        """One reading of every running guest's vCPU counters
+        (``virt.Host.vcpu_stats``): one libvirt call, no lock."""
+        return self._adapter().vcpu_stats()
+
+    def plan(self, release=False):
+        """Read and plan without writing: (snapshot, plan, changes).
+        ``release``: the plan that puts managed guests on every CPU."""
+        raw = self.read()
+        overrides = policy_overrides(self._conf)
+        self._plan_key = None
+        if self.model is not None and not release:
+            self._plan_key = (self.model.generation, repr(sorted(
+                (k, v) for k, v in raw.items() if k != 'domains')),
+                repr(sorted(overrides.items())))
+            if self._last is not None and self._last[0] == self._plan_key:
+                self.compared = 0
+                return self._last[1], self._last[2], []
+        scope = None
+        if self.model is None:
+            snap = snapshot_mod.load(raw, from_libvirt=True, **overrides)
+        else:
+            snap, changed, removed = self._loader.load(raw, **overrides)
+        if snap.host.l3_ignored and \
+                snap.host.l3_ignored != self._l3_ignored_logged:
+            # Once per reason: the capabilities are parsed again only
+            # when they change.
+            self._l3_ignored_logged = snap.host.l3_ignored
+            LOG.warning('L3 cache banks ignored, one domain per node: %s',
+                        snap.host.l3_ignored)
+        if release:
+            self._planner.reset()
+            p = policy.release_plan(snap.host, snap.guests, snap.options)
+        elif self.model is None:
+            p = policy.make_plan(snap.host, snap.guests, snap.options)
+        else:
+            p, scope = self._planner.plan(snap.host, snap.guests,
+                                          snap.options, changed, removed)
+        self.compared = len(p.guests) if scope is None else len(scope)
+        return snap, p, plan_mod.changes(p, snap.guests,
+                                         enforced=snap.kernel_affinity,
+                                         pairs=scope)
+
+    def run_pass(self, dry_run=False, log_errors=True, release=False):
+        """One pass under the host-wide lock. Never raises.
+
+        ``log_errors=False`` leaves reporting a refused or failed pass to
+        the caller, so the CLI prints one message (an unexpected failure
+        is still logged with its traceback)."""
+        start = time.monotonic()
+        result = PassResult(dry_run=dry_run, release=release)
+        try:
+            if not self._conf.nova_pinning.enabled:
+                result.error = 'disabled ([nova_pinning] enabled = false)'
+                return result
+            group = self._conf.nova_pinning
+            # Each pass opens the lock afresh, so this also serialises
+            # threads sharing self._host.
+            with passlock.PassLock(group.lock_path, group.lock_timeout):
+                self._pass(result, time.monotonic() + group.pass_timeout)
+        except (SettingsError, snapshot_mod.SnapshotError,
+                policy.PolicyError) as exc:
+            result.error, result.error_kind = str(exc), 'input'
+            if log_errors:
+                LOG.error('rebinding pass not run: %s', exc)
+        except (passlock.LockTimeout, OSError) as exc:
+            result.error, result.error_kind = str(exc), 'failed'
+            if log_errors:
+                LOG.error('rebinding pass not run: %s', exc)
+        except Exception as exc:
+            if type(exc).__name__ in ('libvirtError', 'LibvirtTimeout'):
+                result.error = 'libvirt: %s' % exc
+                if log_errors:
+                    LOG.error('rebinding pass failed: %s', result.error)
+            else:
+                result.error = '%s: %s' % (type(exc).__name__, exc)
+                LOG.exception('rebinding pass failed')
+            result.error_kind = 'failed'
+        finally:
+            result.seconds = time.monotonic() - start
+            self._log(result)
+        return result
+
+    def _pass(self, result, deadline):
+        host = self._adapter()
+        before = dict(getattr(host, 'calls', {}))
+        if hasattr(host, 'set_deadline'):
+            host.set_deadline(deadline)
+        try:
+            snap, p, changes = self.plan(release=result.release)
+            result.snapshot, result.plan, result.changes = snap, p, changes
+            result.compared = self.compared
+            marked = set()  # guests to be read again next pass
+            if changes and not result.dry_run:
+                outcome = host.apply(changes)
+                result.applied = list(outcome.applied)
+                result.skipped = list(outcome.skipped)
+                errors = getattr(outcome, 'error', None)
+                if errors:
+                    result.error = 'libvirt: %s' % errors[0]
+                    result.error_kind = 'failed'
+                if self.model is not None:
+                    # Their XML changed: read it back next pass. A domain
+                    # libvirt held (starting up...) was not written to:
+                    # the event of its job's end marks it, and it may
+                    # read as it did, so it is left out of ``marked``:
+                    # the next plan is the whole host's and compares it.
+                    held = getattr(outcome, 'held', ())
+                    for change in result.applied + [
+                            c for c, _ in result.skipped
+                            if hasattr(c, 'uuid')]:
+                        if change.uuid not in held:
+                            self.model.written(change.uuid)
+                            marked.add(change.uuid)
+            self._last = None
+            if self._plan_key is not None and not result.dry_run:
+                if result.complete:
+                    self._last = (self._plan_key, snap, p)
+                if {c.uuid for c in changes} <= marked:
+                    # Every guest whose pins were to change, written or
+                    # not, is read again, and so planned and compared
+                    # again: the next plan may build on this one.
+                    self._planner.confirm()
+        finally:
+            if hasattr(host, 'set_deadline'):
+                host.set_deadline(None)
+            result.calls = calls_since(host, before)
+
+    def _log(self, result):
+        if result.error and result.plan is None:
+            return
+        LOG.info('rebinding pass%s: %d guests, %d compared, %d changes, '
+                 '%d applied, %d skipped; libvirt calls: %d reads, %d '
+                 'writes; %.3f s', ' (dry run)' if result.dry_run else '',
+                 len(result.plan.guests) if result.plan else 0,
+                 result.compared, len(result.changes), len(result.applied),
+                 len(result.skipped), result.calls.get('read', 0),
+                 result.calls.get('write', 0), result.seconds)
+
+    def close(self):
+        host, self._host = self._host, None
+        if host is not None and hasattr(host, 'close'):
+            host.close()
+

@@ -1,0 +1,249 @@
+"""The sampling arithmetic: rates from two samples, node sums, and the
+guests that appear, vanish, restart or change vCPUs in between."""
+
+import os
+
+import testtools
+
+from nova_pinning_hooks.engine import steal
+from nova_pinning_hooks.host import qemuproc
+from tests.fixtures import FakeLibvirtFixture
+from tests.unit import hosts
+from nova_pinning_hooks.host import libvirtapi
+from nova_pinning_hooks.host import virt
+
+S = 1_000_000_000  # ns in a second
+
+
+def guest(name, *vcpus):
+    """A sample entry: vcpus as (time ns, delay ns) per index."""
+    return {'name': name, 'vcpus': {i: {'time': t, 'delay': d}
+                                    for i, (t, d) in enumerate(vcpus)}}
+
+
+def with_vcpus(name, vcpus):
+    return {'name': name, 'vcpus': {i: {'time': t, 'delay': d}
+                                    for i, (t, d) in vcpus.items()}}
+
+
+class TestRates(testtools.TestCase):
+
+    # (what, before, after, wall s, expected {uuid: (state, steal, cpu,
+    #  worst, [per-vCPU steal])})
+    CASES = [
+        ('steady: half CPU, a quarter steal',
+         {'a': guest('a', (0, 0))},
+         {'a': guest('a', (S, S // 2))}, 2.0,
+         {'a': ('measured', 25.0, 50.0, 25.0, [25.0])}),
+        ('guest figure is the mean over vCPUs; worst is the max',
+         {'a': guest('a', (0, 0), (0, 0))},
+         {'a': guest('a', (S, S), (S, 0))}, 2.0,
+         {'a': ('measured', 25.0, 50.0, 50.0, [50.0, 0.0])}),
+        ('idle guest: zero, not None',
+         {'a': guest('a', (5, 5))}, {'a': guest('a', (5, 5))}, 1.0,
+         {'a': ('measured', 0.0, 0.0, 0.0, [0.0])}),
+        ('appeared between samples: new, no figure',
+         {}, {'b': guest('b', (S, S))}, 1.0,
+         {'b': ('new', None, None, None, [])}),
+        ('vanished between samples: left out',
+         {'a': guest('a', (0, 0)), 'gone': guest('gone', (0, 0))},
+         {'a': guest('a', (S, 0))}, 1.0,
+         {'a': ('measured', 0.0, 100.0, 0.0, [0.0])}),
+        ('restarted (time went back): new, never negative',
+         {'a': guest('a', (10 * S, 3 * S))},
+         {'a': guest('a', (S, 0))}, 1.0,
+         {'a': ('new', None, None, None, [])}),
+        ('restarted (delay went back, time did not): new',
+         {'a': guest('a', (S, 3 * S))},
+         {'a': guest('a', (2 * S, 0))}, 1.0,
+         {'a': ('new', None, None, None, [])}),
+        ('vCPU hot-plugged: measured vCPUs only, partial',
+         {'a': guest('a', (0, 0))},
+         {'a': guest('a', (S, S // 10), (S, S))}, 1.0,
+         {'a': ('partial', 10.0, 100.0, 10.0, [10.0])}),
+        ('vCPU unplugged: the rest measured, partial',
+         {'a': guest('a', (0, 0), (0, 0))},
+         {'a': guest('a', (S // 2, 0))}, 1.0,
+         {'a': ('partial', 0.0, 50.0, 0.0, [0.0])}),
+        ('only a new vCPU: partial with no figure',
+         {'a': with_vcpus('a', {0: (0, 0)})},
+         {'a': with_vcpus('a', {1: (S, S)})}, 1.0,
+         {'a': ('partial', None, None, None, [])}),
+        ('counters ahead of the wall clock: clamped to 100',
+         {'a': guest('a', (0, 0))},
+         {'a': guest('a', (S + 10, S + 10))}, 1.0,
+         {'a': ('measured', 100.0, 100.0, 100.0, [100.0])}),
+        ('no interval: no figures at all',
+         {'a': guest('a', (0, 0))}, {'a': guest('a', (S, S))}, 0.0,
+         {'a': ('new', None, None, None, [])}),
+    ]
+
+    def test_table(self):
+        for what, before, after, wall, expected in self.CASES:
+            got = steal.rates(before, after, wall)
+            self.assertEqual(set(expected), set(got), what)
+            for uuid, (state, st, cpu, worst, per_vcpu) in expected.items():
+                r = got[uuid]
+                self.assertEqual(
+                    (state, st, cpu, worst, per_vcpu),
+                    (r.state, r.steal_pct, r.cpu_pct,
+                     r.worst_vcpu_steal_pct,
+                     [v.steal_pct for v in r.vcpus]), what)
+
+    def test_demand_counts_waiting_and_running(self):
+        got = steal.rates({'a': guest('a', (0, 0), (0, 0))},
+                          {'a': guest('a', (S, S), (S // 2, 0))}, 2.0)
+        # vCPU 0 wanted 2 s of 2 (one CPU), vCPU 1 0.5 s of 2.
+        self.assertAlmostEqual(1.25, got['a'].demand_cpus)
+
+
+class TestNodes(testtools.TestCase):
+
+    def test_demand_against_pool_and_worst_guest(self):
+        rates = steal.rates(
+            {'a': guest('a', (0, 0)), 'b': guest('b', (0, 0)),
+             'c': guest('c', (0, 0)), 'x': guest('x', (0, 0))},
+            {'a': guest('a', (S // 2, S // 2)), 'b': guest('b', (S, 0)),
+             'c': guest('c', (S // 4, S // 4)), 'x': guest('x', (S, 0))},
+            1.0)
+        loads = steal.node_load(rates, {'a': 0, 'b': 0, 'c': 1, 'x': None},
+                                {0: 1, 1: 4, 2: 2})
+        self.assertEqual(
+            [(0, 2, 2.0, 1, 'a', 50.0), (1, 1, 0.5, 4, 'c', 25.0),
+             (2, 0, 0.0, 2, None, None), (None, 1, 1.0, 0, 'x', 0.0)],
+            [(n.node, n.guests, n.demand_cpus, n.pool_cpus, n.worst_guest,
+              n.worst_steal_pct) for n in loads])
+
+    def test_guest_on_unknown_node_counts_as_without_home(self):
+        rates = steal.rates({}, {'a': guest('a', (0, 0))}, 1.0)
+        loads = steal.node_load(rates, {'a': 7}, {0: 2})
+        self.assertEqual([(0, 0), (None, 1)],
+                         [(n.node, n.guests) for n in loads])
+        # A new guest has no figure: it is never the worst.
+        self.assertIsNone(loads[1].worst_guest)
+
+    def test_by_steal_worst_first_unmeasured_last(self):
+        rates = steal.rates(
+            {'a': guest('a', (0, 0)), 'b': guest('b', (0, 0))},
+            {'a': guest('a', (0, S // 10)), 'b': guest('b', (0, S // 2)),
+             'n': guest('n', (0, 0))}, 1.0)
+        self.assertEqual(['b', 'a', 'n'],
+                         [r.name for r in steal.by_steal(rates)])
+
+
+class TestSampling(testtools.TestCase):
+    """``virt.Host.vcpu_stats``: one bulk call, schedstat as fallback."""
+
+    def setUp(self):
+        super().setUp()
+        self.fake = self.useFixture(
+            FakeLibvirtFixture(hosts.load('small-1node'))).host
+        self.host = virt.Host('qemu:///system')
+        self.addCleanup(self.host.close)
+
+    def test_one_call_for_the_whole_host(self):
+        for i in range(5):
+            dom = self.fake.add_domain('g%d' % i, 2)
+            dom.vcpu_time[1] = 7 * S
+            dom.vcpu_delay[1] = i
+        self.fake.add_domain('off', 1, active=False)
+        taken, sample = self.host.vcpu_stats()
+        self.assertEqual(1, self.fake.calls['getAllDomainStats'])
+        self.assertEqual(1, self.host.calls['getAllDomainStats'])
+        self.assertEqual(5, len(sample))
+        g3 = self.fake.by_name('g3').UUIDString()
+        self.assertEqual({'name': 'g3', 'vcpus': {
+            0: {'time': 0, 'delay': 0}, 1: {'time': 7 * S, 'delay': 3}}},
+            sample[g3])
+        self.assertIsInstance(taken, float)
+
+    def test_schedstat_where_libvirt_lacks_delay(self):
+        dom = self.fake.add_domain('old', 1)
+        dom.report_delay = False
+        dom.vcpu_time[0] = 99
+        seen = []
+
+        def schedstat(pid, proc='/proc'):
+            seen.append(pid)
+            return {0: (11, 22)}
+        self.patch(libvirtapi, 'qemu_pid', lambda name, run_dir: 4242)
+        # The pid is taken as that guest's qemu (qemuproof proves it).
+        self.patch(self.host.proof, 'read',
+                   lambda name, pid, reader: reader(pid))
+        self.patch(qemuproc, 'vcpu_schedstat', schedstat)
+        _, sample = self.host.vcpu_stats()
+        # Both counters from schedstat, never libvirt's time with it.
+        self.assertEqual({0: {'time': 11, 'delay': 22}},
+                         sample[dom.UUIDString()]['vcpus'])
+        self.assertEqual([4242], seen)
+
+
+class TestSchedstatFile(testtools.TestCase):
+
+    def test_reads_vcpu_threads_schedstat(self):
+        proc = self.useFixture(__import__('fixtures').TempDir()).path
+        for tid, comm, stat in ((10, b'CPU 0/KVM', b'500 70 3\n'),
+                                (11, b'CPU 1/KVM', b'900 0 1\n'),
+                                (12, b'qemu-system-x86', b'1 1 1\n'),
+                                (13, b'CPU 2/KVM', b'garbage\n')):
+            d = os.path.join(proc, '99', 'task', str(tid))
+            os.makedirs(d)
+            with open(os.path.join(d, 'comm'), 'wb') as f:
+                f.write(comm + b'\n')
+            with open(os.path.join(d, 'schedstat'), 'wb') as f:
+                f.write(stat)
+        # A link instead of a file is not followed.
+        d = os.path.join(proc, '99', 'task', '14')
+        os.makedirs(d)
+        with open(os.path.join(d, 'comm'), 'wb') as f:
+            f.write(b'CPU 3/KVM\n')
+        os.symlink(os.path.join(proc, '99', 'task', '10', 'schedstat'),
+                   os.path.join(d, 'schedstat'))
+        self.assertEqual({0: (500, 70), 1: (900, 0)},
+                         qemuproc.vcpu_schedstat(99, proc))
+
+
+class TestView(testtools.TestCase):
+    """What status and top draw from a plan and two samples."""
+
+    def plan(self, *guests):
+        from nova_pinning_hooks.engine import plan as plan_mod
+        return plan_mod.Plan(
+            guests=tuple(plan_mod.GuestPlan(
+                uuid, uuid, mode, 0, 'memory', {0: frozenset({1})},
+                frozenset({1}), {}, 'rule', 'why')
+                for uuid, mode in guests),
+            pool=frozenset({1}), pool_by_node={0: frozenset({1})},
+            allocation_ratio=4.0, total_vcpus=len(guests),
+            node_vcpus={0: len(guests)}, cross_node_vcpus=0)
+
+    def test_every_guest_gets_a_line(self):
+        from nova_pinning_hooks.engine import plan as plan_mod
+        from nova_pinning_hooks.observe import stealview
+        p = self.plan(('busy', 'node-range'), ('stopped', 'node-range'),
+                      ('fresh', 'node-range'))
+        change = plan_mod.PinChange('fresh', 'fresh', 'vcpu', 0, None,
+                                    frozenset({1}))
+        m = stealview.measure(
+            p, {'busy': guest('busy', (0, 0)),
+                'stopped': guest('stopped', (0, 0))},
+            {'busy': guest('busy', (S // 2, S // 2)),
+             'fresh': guest('fresh', (0, 0)),
+             'unplanned': guest('unplanned', (0, 0))}, 1.0, [change])
+        text = '\n'.join(stealview.lines(m, threshold=50))
+        rows = {ln.split()[1] if ln.startswith('!') else ln.split()[0]:
+                ln.split() for ln in stealview.guest_rows(m, 50)[1:]}
+        self.assertEqual(['!', 'busy', 'node-range', '0', 'all:1', '50.0',
+                          '50.0', '50.0'], rows['busy'])
+        self.assertEqual(['stopped', 'node-range', '0', 'all:1', '-', '-',
+                          'gone'], rows['stopped'])
+        # Pins not yet as planned: marked, and the legend says so.
+        self.assertEqual(['fresh', 'node-range*', '0', 'all:1', '-', '-',
+                          'new'], rows['fresh'])
+        self.assertIn('* = pins not yet as planned', text)
+        self.assertEqual(['unplanned', '?', '-', '-', '-', '-', 'new'],
+                         rows['unplanned'])
+        self.assertIn('node 0: vCPU demand 1.00 CPUs, pool 1 CPUs, '
+                      '3 guest(s), worst busy 50.0 % steal', text)
+        self.assertIn('no home node: vCPU demand 0.00 CPUs, cross-node or '
+                      'unplaced, 1 guest(s), no guest measured', text)

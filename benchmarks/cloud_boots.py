@@ -21,7 +21,6 @@ guests do not fit 2 + 1 CPUs at 4.0) and put back after.
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -32,8 +31,10 @@ import libvirt
 import openstack
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-STATE = '/var/lib/nph-cloud'
-PORTS = {'nph-compute1': 16521, 'nph-compute2': 16522}
+sys.path.insert(0, TOP)
+from tests.cloud import kernel  # noqa: E402  (the kernel's view, shared)
+
+STATE = kernel.STATE
 PREFIX = 'nph-bench-'
 
 
@@ -42,49 +43,18 @@ def cloud(*args):
                    check=True, capture_output=True, text=True, timeout=600)
 
 
-def cpus(text):
-    out = set()
-    for part in text.strip().split(','):
-        lo, _, hi = part.partition('-')
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return frozenset(out)
-
-
-def qemu_pid(host, name):
-    n = 1 if host == 'nph-compute1' else 2
-    path = '%s/compute%d/run/libvirt/qemu/%s.pid' % (STATE, n, name)
-    with open(path) as f:
-        return int(f.read().strip())
-
-
-def kernel_vcpus(pid):
-    out = {}
-    for tid in os.listdir('/proc/%d/task' % pid):
-        base = '/proc/%d/task/%s/' % (pid, tid)
-        try:
-            comm = open(base + 'comm').read().strip()
-            m = re.match(r'CPU (\d+)/KVM$', comm)
-            if not m:
-                continue
-            for line in open(base + 'status'):
-                if line.startswith('Cpus_allowed_list:'):
-                    out[int(m.group(1))] = cpus(line.split(':')[1])
-        except OSError:
-            continue
-    return out
-
-
 def pinned(conns, host, name):
     """Our pins in the live XML, for every vCPU, and the kernel agrees."""
     try:
         dom = conns[host].lookupByName(name)
         root = ET.fromstring(dom.XMLDesc(0))
         nvcpu = int(root.findtext('vcpu'))
-        pins = {int(p.get('vcpu')): cpus(p.get('cpuset'))
+        pins = {int(p.get('vcpu')): kernel.cpus(p.get('cpuset'))
                 for p in root.findall('cputune/vcpupin')}
         if len(pins) != nvcpu:
             return False
-        return kernel_vcpus(qemu_pid(host, name)) == pins
+        pid = kernel.qemu_pid(host, name)
+        return pid is not None and kernel.vcpu_threads(pid) == pins
     except (libvirt.libvirtError, OSError, ValueError, TypeError):
         return False
 
@@ -153,8 +123,7 @@ def main():
     conn = openstack.connect(cloud='nph-admin')
     with open(os.path.join(STATE, 'cloud.json')) as f:
         ids = json.load(f)
-    conns = {h: libvirt.open('qemu+tcp://127.0.0.1:%d/system' % p)
-             for h, p in PORTS.items()}
+    conns = {h: libvirt.open(uri) for h, uri in kernel.LIBVIRT_URIS.items()}
     set_ratio(conn, 16.0)
     results = []
     try:

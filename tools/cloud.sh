@@ -17,6 +17,8 @@
 #   checkout and switched on as doc/source/nova.rst tells operators
 #   (``[oslo_messaging_notifications] driver = nova_pinning``).
 #
+#   tools/cloud.sh demo               # up, then boot three guests through
+#                                     # the API and show their pins
 #   tools/cloud.sh up [--series 34|29] [--package on|off]
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
 #   tools/cloud.sh restart-compute N [--kill]
@@ -27,7 +29,7 @@
 # (/var/cache/nova-pinning-hooks/cloud), the databases, keystone's
 # users and endpoints, the image and the flavors (/var/lib/nph-cloud). A
 # second ``up`` only starts what is not running. It is a test cloud:
-# every service listens on 127.0.0.1 only and its passwords are fixed.
+# every service listens on loopback only and its passwords are fixed.
 # /etc/openstack/clouds.yaml gets the clouds ``nph`` (a member) and
 # ``nph-admin`` (admin): ``openstack --os-cloud nph-admin server list``.
 set -euo pipefail
@@ -403,7 +405,7 @@ my_ip = ${HOST_IPS[$((i - 1))]}
 log_file = $LOG/nova-compute$i.log
 state_path = $STATE/compute$i/nova
 [libvirt]
-connection_uri = qemu+tcp://127.0.0.1:${LIBVIRT_PORTS[$((i - 1))]}/system
+connection_uri = qemu+tcp://${HOST_IPS[$((i - 1))]}:${LIBVIRT_PORTS[$((i - 1))]}/system
 live_migration_uri = qemu+tcp://%s:${LIBVIRT_PORTS[$((other - 1))]}/system
 EOF
           if [ "$i" = 2 ]; then
@@ -556,13 +558,14 @@ ssh_keys() {
 
 start_libvirtd() {  # N
     local n=$1 dir name=${HOSTS[$(($1 - 1))]} port=${LIBVIRT_PORTS[$(($1 - 1))]}
+    local uri="qemu+tcp://${HOST_IPS[$(($1 - 1))]}:$port/system"
     dir=$(host_dir "$n")
-    if alive "libvirtd$n" && timeout 5 virsh -q -c "qemu+tcp://127.0.0.1:$port/system" \
-            version >/dev/null 2>&1; then
+    if alive "libvirtd$n" && timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1; then
         return 0
     fi
-    stop_proc "libvirtd$n" 5
-    stop_virtlogd "$n"  # a daemon killed alone leaves it holding its pid file
+    # What a libvirtd killed alone leaves: its virtlogd holding its pid
+    # file, the host's sshd holding its address.
+    stop_host "$n"
     mkdir -p "$dir"/{run,lib,cache,log,etc,pinning,nova,instances}
     chmod 0755 "$dir/pinning"
     mkdir -p "$dir/pinning/nova"
@@ -579,7 +582,7 @@ host_uuid = "6a8b1c2d-0000-4000-8000-00000000c10$n"
 listen_tls = 0
 listen_tcp = 1
 tcp_port = "$port"
-listen_addr = "127.0.0.1"
+listen_addr = "${HOST_IPS[$((n - 1))]}"
 auth_tcp = "none"
 EOF
     ssh_keys
@@ -592,6 +595,8 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 PidFile /run/sshd-nph.pid
+# scp speaks SFTP since OpenSSH 9.0.
+Subsystem sftp /usr/lib/openssh/sftp-server
 EOF
     cat > "$dir/etc/qemu.conf" <<EOF
 migration_port_min = $((49400 + 100 * n))
@@ -648,8 +653,7 @@ EOF
     ' </dev/null >>"$LOG/libvirtd$n.log" 2>&1 &
     record "libvirtd$n" $!
     for _ in $(seq 100); do
-        timeout 5 virsh -q -c "qemu+tcp://127.0.0.1:$port/system" version \
-            >/dev/null 2>&1 && return 0
+        timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1 && return 0
         sleep 0.2
     done
     die "libvirtd of $name does not answer on port $port (see $LOG/libvirtd$n.log)"
@@ -665,10 +669,10 @@ start_compute() {  # N
         "$venv/bin/nova-compute" $(nova_conf_args "$n")
 }
 
-stop_virtlogd() {  # N: the host's virtlogd, by its pid file
+stop_daemon() {  # N NAME PIDFILE: a host's daemon, by its pid file
     local pid
-    pid=$(cat "$(host_dir "$1")/run/virtlogd.pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = virtlogd ]; then
+    pid=$(cat "$(host_dir "$1")/run/$3" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]; then
         kill "$pid" 2>/dev/null || true
         for _ in $(seq 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     fi
@@ -677,7 +681,8 @@ stop_virtlogd() {  # N: the host's virtlogd, by its pid file
 stop_host() {  # N
     stop_proc "nova-compute$1" 5
     stop_proc "libvirtd$1" 10
-    stop_virtlogd "$1"
+    stop_daemon "$1" virtlogd virtlogd.pid
+    stop_daemon "$1" sshd sshd-nph.pid
 }
 
 # --- what the API holds (keystone's users, the image, the flavors) ---------
@@ -786,8 +791,25 @@ from_state() {  # the series and switch the running cloud was built with
     package=$(cat "$STATE/package")
 }
 
+demo() {  # what a newcomer sees: the package inside nova, in one step
+    up
+    local V=$venv/bin n e=$etc/nova
+    "$py" "$top/tools/cloud_setup.py" --password "$PASS" --state "$STATE" --demo
+    for n in 1 2; do
+        echo
+        echo "nova-pinning status on ${HOSTS[$((n - 1))]} (nova-compute's configuration):"
+        nsenter -t "$(pid_of "libvirtd$n")" -m -u -C -- "$V/nova-pinning" \
+            --config-file "$e/nova.conf" --config-file "$e/compute$n.conf" \
+            --config-file "$e/pinning$n.conf" status || true
+    done
+    echo
+    echo "The guests stay: openstack --os-cloud nph server list;" \
+         "openstack --os-cloud nph server delete nph-demo-1 nph-demo-2 nph-demo-3"
+}
+
 case "$cmd" in
     up) up ;;
+    demo) demo ;;
     down) down ;;
     status) status ;;
     package)
@@ -812,5 +834,5 @@ case "$cmd" in
         fi
         start_compute "$n"
         wait_computes ;;
-    *) die "usage: cloud.sh up|down|status|package on|off|restart-compute N [--kill]" ;;
+    *) die "usage: cloud.sh up|demo|down|status|package on|off|restart-compute N [--kill]" ;;
 esac

@@ -18,6 +18,9 @@ import time
 
 import openstack
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from tests.cloud import kernel  # noqa: E402  (the kernel's view, shared)
+
 KEYSTONE = 'http://127.0.0.1:5000/v3'
 SERVICES = [  # name, type, URL
     ('nova', 'compute', 'http://127.0.0.1:8774/v2.1'),
@@ -66,9 +69,9 @@ def ensure(find, create):
 def bootstrap(conn, password, state):
     ident = conn.identity
     domain = ident.find_domain('default')
-    service = ensure(lambda: ident.find_project('service', domain_id=domain.id),
-                     lambda: ident.create_project(name='service',
-                                                  domain_id=domain.id))
+    service = ensure(
+        lambda: ident.find_project('service', domain_id=domain.id),
+        lambda: ident.create_project(name='service', domain_id=domain.id))
     nph = ensure(lambda: ident.find_project('nph', domain_id=domain.id),
                  lambda: ident.create_project(name='nph', domain_id=domain.id))
     roles = {}
@@ -156,14 +159,34 @@ def wait_computes(conn, hosts):
                     for s in services) and
                 set(hosts) <= hyps)
     wait_for(up, 'nova-compute on %s' % ', '.join(hosts), seconds=180)
-    # neutron-server's first port query in a fresh worker fails until a
-    # network query has run (port_forwardings): warm every worker.
-    for _ in range(4):
-        try:
-            list(conn.network.networks())
-            list(conn.network.ports())
-        except Exception:
-            pass
+
+
+def demo(password, state):
+    """Three guests booted through the API as the member user, one after
+    the other on nph-compute1: one-to-one while they fit, node range when
+    the third comes; each vCPU thread's Cpus_allowed_list shown."""
+    with open(os.path.join(state, 'cloud.json')) as f:
+        ids = json.load(f)
+    conn = admin(password)
+    for i, flavor in enumerate(('nph.1', 'nph.1', 'nph.2'), 1):
+        name = 'nph-demo-%d' % i
+        if conn.compute.find_server(name, ignore_missing=True) is None:
+            print('booting %s (%s) on nph-compute1 ...' % (name, flavor))
+            server = conn.compute.create_server(
+                name=name, image_id=ids['image'],
+                flavor_id=ids['flavors'][flavor], networks='none',
+                availability_zone='nova:nph-compute1')
+            conn.compute.wait_for_server(server, wait=300)
+        time.sleep(2)  # the pass that follows the build
+        for s in conn.compute.servers(all_projects=True):
+            if not s.name.startswith('nph-demo-'):
+                continue
+            pid = kernel.qemu_pid(s.compute_host, s.instance_name)
+            pins = kernel.vcpu_threads(pid) if pid else {}
+            print('  %-11s %-7s on %s  vCPU threads on CPUs: %s' % (
+                s.name, s.status, s.compute_host, ', '.join(
+                    '%d->%s' % (v, ','.join(map(str, sorted(c))))
+                    for v, c in sorted(pins.items()))))
 
 
 def main():
@@ -171,9 +194,12 @@ def main():
     parser.add_argument('--password', required=True)
     parser.add_argument('--state', required=True)
     parser.add_argument('--wait-computes')
+    parser.add_argument('--demo', action='store_true')
     args = parser.parse_args()
     conn = admin(args.password)
-    if args.wait_computes:
+    if args.demo:
+        demo(args.password, args.state)
+    elif args.wait_computes:
         wait_computes(conn, args.wait_computes.split())
     else:
         bootstrap(conn, args.password, args.state)

@@ -7,6 +7,8 @@ step the same way (status, host, flavor, no fault, no ERROR logged).
 
 import time
 
+import testtools.content
+
 from tests.cloud import base
 
 
@@ -16,7 +18,12 @@ class TestOperations(base.CloudTestCase):
         """After an operation: every guest of ours on both hosts where the
         policy says, none with a fault, no ERROR in nova-compute's log;
         the outcome recorded for the on/off comparison."""
+        start = time.monotonic()
         self.assert_pinned(package_on)
+        # How long after nova said the operation was done the kernel
+        # showed the policy (a detail, never a bound: see performance.rst).
+        self.lags.append('%-48s %s %.2f s' % (
+            name, 'on ' if package_on else 'off', time.monotonic() - start))
         outcome = []
         for s in sorted(self.servers(), key=lambda s: s.name):
             self.assertIsNone(s.fault, '%s: %s has a fault: %s' % (
@@ -78,15 +85,18 @@ class TestOperations(base.CloudTestCase):
         w(b, 'ACTIVE')
         self.step(rec, 'unrescue b', package_on)
         # Resize to the same host: the other one is disabled meanwhile.
+        # (Placement's VCPU max_unit is the host's 2 CPUs: no guest here
+        # has more than 2 vCPUs.)
         self.set_compute2(False)
         try:
-            c.resize_server(d, self.flavor('nph.4'))
+            c.resize_server(d, self.flavor('nph.1b'))
             w(d, 'VERIFY_RESIZE')
-            self.step(rec, 'resize c to 4 vCPUs (same host)', package_on)
+            self.step(rec, 'resize c to 1 vCPU (same host): node range',
+                      package_on)
             c.revert_server_resize(d)
             w(d, 'ACTIVE')
             self.step(rec, 'revert the resize of c', package_on)
-            c.resize_server(d, self.flavor('nph.4'))
+            c.resize_server(d, self.flavor('nph.1b'))
             w(d, 'VERIFY_RESIZE')
             c.confirm_server_resize(d)
             w(d, 'ACTIVE')
@@ -119,18 +129,11 @@ class TestOperations(base.CloudTestCase):
         self.step(rec, 'delete all', package_on)
         return rec
 
-    def wait_host(self, server, host):
-        deadline = time.monotonic() + base.TIMEOUT
-        while True:
-            s = self.wait_status(server, 'ACTIVE')
-            if s.compute_host == host:
-                return s
-            if time.monotonic() > deadline:
-                self.fail('%s is on %s, not %s' % (s.name, s.compute_host,
-                                                     host))
-            time.sleep(0.5)
-
     def test_every_hooked_operation_on_then_off(self):
+        self.lags = []
+        self.addCleanup(lambda: self.addDetail(
+            'pinned after nova was done', testtools.content.text_content(
+                '\n'.join(self.lags))))
         if base.package_state() != 'on':
             base.cloud('package', 'on')
         on = self.sequence(package_on=True)

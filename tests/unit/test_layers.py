@@ -3,7 +3,8 @@
 * ``virt`` is the only module that imports libvirt (its reads and writes,
   ``virtread`` and ``virtwrite``, reach it through ``virt.libvirt``, the
   one place the tests swap it);
-* the pure engine (cpuset, topology, guest, policy, assign, plan, replan)
+* the pure engine (cpuset, topology, guest, policy, assign, emuthreads,
+  plan, replan)
   imports nothing that does I/O, nothing of nova's and none of the
   package's adapters: only the standard library's pure modules and each
   other;
@@ -17,8 +18,8 @@ import testtools
 
 PACKAGE = os.path.join(os.path.dirname(__file__), '..', '..',
                        'nova_pinning_hooks')
-ENGINE = ('cpuset', 'topology', 'guest', 'policy', 'assign', 'plan',
-          'replan')
+ENGINE = ('cpuset', 'topology', 'guest', 'policy', 'assign', 'emuthreads',
+          'plan', 'replan')
 # What the engine may import: pure standard library modules and itself.
 PURE_STDLIB = {'dataclasses', 'functools', 'math', 'operator', 'typing',
                'xml.etree.ElementTree', 'string', 'collections',

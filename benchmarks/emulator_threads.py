@@ -3,7 +3,7 @@
 
 Usage (root, libvirtd running: tools/setup-host.sh; needs gcc -m32):
     flock /run/nph-functional.lock python benchmarks/emulator_threads.py \
-        [--rounds 5] [--window 10] [--rate 40]
+        [--rounds 12] [--window 5] [--rate 20] [--json FILE]
 
 One KVM guest, ``nph-bench-emu-1``: 1 vCPU running ``steal/guest.c`` (a
 CPU-bound loop that prints, each second, its iterations and the steal
@@ -27,14 +27,21 @@ written through libvirt: only the pins that differ):
 * ``guest, QMP``: the emulator thread on the vCPU's pCPU;
 * ``shared, QMP``: the emulator thread on the free pCPU.
 
-Per turn, after 2 s to settle, a ``--window`` seconds window: the
+This process (the QMP client) runs on the pCPU the guest's vCPU does not
+hold, whatever the setting: its own work is host work the setting does
+not move. libvirtd, which relays every request, floats as it always does.
+
+Per turn, after 1 s to settle, a ``--window`` seconds window: the
 guest's steal as the package reads it (``vcpu.0.delay`` over the window,
 two ``Reconciler.vcpu_stats`` samples, as ``status`` and ``top``), its
 CPU (``vcpu.0.time``), the guest's own steal figure (``MSR_KVM_STEAL_
 TIME``, from the ticks it printed in the window, over real time), its
 loop iterations per second (its clock), and the QMP requests answered
-per second with their median latency. Medians over rounds. The guest is
-destroyed at the end (and on error).
+per second with their median latency. Medians over rounds; since the
+host's other load drifts over tens of seconds, also the median of the
+differences within each round (``guest, QMP`` minus ``shared, QMP``, two
+turns a few seconds apart) and in how many rounds ``guest`` stole more.
+The guest is destroyed at the end (and on error, SIGTERM included).
 """
 
 import argparse
@@ -149,7 +156,7 @@ def one_turn(conn, dom, conf, serial, config, rate, window):
     if load_ctx:
         load_ctx.__enter__()
     try:
-        time.sleep(2)
+        time.sleep(1)
         done = len(load_ctx.latency) if load_ctx else 0
         first = steal_run._package_sample(conf, uuid)
         pos0 = os.path.getsize(serial)
@@ -176,9 +183,9 @@ def one_turn(conn, dom, conf, serial, config, rate, window):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=5)
-    ap.add_argument('--window', type=float, default=10.0)
-    ap.add_argument('--rate', type=float, default=40.0,
+    ap.add_argument('--rounds', type=int, default=12)
+    ap.add_argument('--window', type=float, default=5.0)
+    ap.add_argument('--rate', type=float, default=20.0,
                     help='QMP requests per second')
     ap.add_argument('--json', metavar='FILE', help='every turn, as JSON')
     args = ap.parse_args()
@@ -196,6 +203,12 @@ def main():
                                         serial=serial), 0)
         try:
             time.sleep(3)  # past the guest's calibration
+            _, _, gp = apply(conn, dom, 'guest')
+            host_cpus = set(range(conn.getInfo()[2]))
+            os.sched_setaffinity(0, host_cpus - set(gp.vcpu_pins[0]))
+            for task in os.listdir('/proc/self/task'):
+                os.sched_setaffinity(int(task),
+                                     host_cpus - set(gp.vcpu_pins[0]))
             for rnd in range(args.rounds):
                 k = rnd % len(CONFIGS)
                 for config in CONFIGS[k:] + CONFIGS[:k]:
@@ -226,6 +239,17 @@ def main():
             ' '.join('%.1f' % r['package_steal_pct'] for r in rs),
             med('guest_steal_pct'), med('package_cpu_pct'),
             med('iters_per_s'), med('qmp_per_s'), med('qmp_ms')))
+    pairs = [(a['package_steal_pct'] - b['package_steal_pct'],
+              a['iters_per_s'] - b['iters_per_s'])
+             for a, b in zip(runs['guest, QMP'], runs['shared, QMP'])]
+    print()
+    print('Within each round, guest minus shared (QMP load): package steal '
+          '%+.1f points (median; per round %s), guest stole more in %d of '
+          '%d rounds; loop iterations/s %+.0f (median).' % (
+              statistics.median(p[0] for p in pairs),
+              ' '.join('%+.1f' % p[0] for p in pairs),
+              sum(p[0] > 0 for p in pairs), len(pairs),
+              statistics.median(p[1] for p in pairs)))
 
 
 if __name__ == '__main__':

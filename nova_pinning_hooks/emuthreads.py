@@ -53,11 +53,23 @@ class Placement(typing.NamedTuple):
 
 
 _WITH_VCPUS = {
-    GUEST: 'emulator and I/O threads follow the vCPUs '
-           '(emulator_threads = guest)',
-    SHARED: 'emulator and I/O threads share the guest\'s range, as its '
-            'vCPUs do',
+    GUEST: (WITH_VCPUS, 'emulator and I/O threads follow the vCPUs '
+                        '(emulator_threads = guest)'),
+    SHARED: (WITH_VCPUS, 'emulator and I/O threads share the guest\'s '
+                         'range, as its vCPUs do'),
 }
+
+
+def with_vcpus(setting):
+    """(rule, reason) of a guest whose emulator and I/O threads run on
+    its vCPUs' pCPUs: every guest with ``guest``, the range guests with
+    ``shared``. One lookup: a host range of thousands of guests asks it
+    for each."""
+    try:
+        return _WITH_VCPUS[setting]
+    except KeyError:
+        raise ValueError('emulator_threads must be one of %s, not %.32r'
+                         % (', '.join(SETTINGS), setting)) from None
 
 
 def place(setting, one_to_one, vcpu_cpus, node=None, node_pool=(),
@@ -70,11 +82,9 @@ def place(setting, one_to_one, vcpu_cpus, node=None, node_pool=(),
     hold, the guest's own included); ``vcpu_cpus``: the pCPUs of the
     guest's vCPUs (its range, or the union of its one-to-one pCPUs).
     """
-    if setting not in SETTINGS:
-        raise ValueError('emulator_threads must be one of %s, not %.32r'
-                         % (', '.join(SETTINGS), setting))
+    why = with_vcpus(setting)
     if setting == GUEST or not one_to_one:
-        return Placement(vcpu_cpus, WITH_VCPUS, _WITH_VCPUS[setting])
+        return Placement(vcpu_cpus, *why)
     free = frozenset(node_pool).difference(held)
     if free:
         return Placement(free, POOL_FREE,

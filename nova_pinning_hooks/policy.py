@@ -434,14 +434,16 @@ def _place(host, managed, pool_by_node, options, ratio, facts):
 
 
 def _ranged(guest, homes, mode, cpus, rule, reason, options):
+    # Range guests keep their emulator and I/O threads on their range
+    # with either setting (``emuthreads``).
     return _bound(guest, homes, mode, dict.fromkeys(guest.vcpus, cpus),
-                  emuthreads.place(options.emulator_threads, False, cpus),
+                  (cpus,) + emuthreads.with_vcpus(options.emulator_threads),
                   rule, reason, options)
 
 
 def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
-    """``emulator``: the ``emuthreads.Placement`` of the guest's
-    emulator and I/O threads."""
+    """``emulator``: where the guest's emulator and I/O threads run and
+    why, an ``emuthreads.Placement`` or the same as a plain tuple."""
     home, source = homes[guest.uuid]
     nodeset = None
     if options.set_home_node and home is not None and \
@@ -450,11 +452,11 @@ def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
         # the home survives a later host range (pins then say nothing).
         nodeset = frozenset((home,))
     # Positional: a plan of a thousand guests builds a thousand of these.
-    cpus = emulator.cpus
+    cpus, emulator_rule, emulator_reason = emulator
     return plan_mod.GuestPlan(
         guest.uuid, guest.name, mode, home, source, vcpu_pins, cpus,
         dict.fromkeys(guest.iothread_pins, cpus), rule, reason, nodeset,
-        emulator.rule, emulator.reason)
+        emulator_rule, emulator_reason)
 
 
 def _untouched(guest, rule, reason):

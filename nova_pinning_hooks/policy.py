@@ -58,7 +58,9 @@ class Options:
     foreign_domains: str = 'manage'  # or 'ignore'
     home_node_min_fraction: float = 0.9
     set_home_node: bool = False  # emit numa nodesets for chosen homes
-    emulator_threads: str = emuthreads.GUEST  # or SHARED (``emuthreads``)
+    # ``emuthreads``; the engine's default plans as before the option,
+    # the configuration's (conf.py) is SHARED.
+    emulator_threads: str = emuthreads.GUEST
 
 
 # nova sets no upper bound; ours keeps every product with a CPU count a

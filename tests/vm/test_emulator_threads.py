@@ -83,8 +83,8 @@ class TestEmulatorThreads(base.VMTestCase):
                          (main, io, cg_emu, cg_io, others), (name, seen))
 
     def test_shared_then_full_node_then_guest(self):
-        shared = self.conf_with('/root/shared.conf', 'allocation_ratio = 4.0',
-                                'allocation_ratio = 4.0\n'
+        shared = self.conf_with('/root/shared.conf',
+                                'emulator_threads = guest',
                                 'emulator_threads = shared')
         io = self.create('io', 2, node=1)
         o = self.create('o', 1, node=1)
@@ -126,7 +126,7 @@ class TestEmulatorThreads(base.VMTestCase):
         self.assert_apart(seen, n, free0)
         self.assertEqual((0, 0), _changes(self.np('rebind', conf=shared)))
 
-        # emulator_threads = guest (the base configuration): each guest's
+        # emulator_threads = guest (the base configuration's): each guest's
         # emulator and I/O threads on its own vCPUs' CPUs; no vCPU moves.
         vcpus = {g: seen[g][0] for g in (io, o, n, f)}
         self.np('rebind')

@@ -138,6 +138,7 @@ class Conf:
         foreign_domains = 'manage'
         home_node_min_fraction = 0.9
         set_home_node = False
+        emulator_threads = 'guest'
 
 
 def end_to_end(path):

@@ -174,6 +174,21 @@ pinning_opts = [
                      'policy through libvirt (strict nodeset). Off: only '
                      'vCPUs are pinned; the kernel then tends to allocate '
                      'new memory near them.'),
+    cfg.StrOpt('emulator_threads', default='shared',
+               choices=[('guest', 'with the guest\'s own vCPUs'),
+                        ('shared', 'one-to-one guests: on the pCPUs of '
+                                   'the home node\'s pool that no '
+                                   'one-to-one vCPU holds')],
+               help='Where a one-to-one guest\'s emulator thread and '
+                    'IOThreads run. guest: on its own vCPUs\' pCPUs, so '
+                    'its disk and network work takes time from its '
+                    'vCPUs. shared: over the pCPUs of its home node\'s '
+                    'pool that no one-to-one vCPU holds, or, when there '
+                    'are none, over the node\'s whole pool. Node-range, '
+                    'cross-node and host-range guests keep theirs with '
+                    'their vCPUs either way. The default follows the '
+                    'measurements in doc/source/performance.rst; guest '
+                    'plans as releases before this option did.'),
     FloatOpt('home_node_min_fraction', default=0.9, min=0.5, max=1.0,
              help='A guest whose memory lies on one NUMA node for at '
                   'least this fraction has that node as its home '

@@ -40,6 +40,10 @@ class GuestPlan(typing.NamedTuple):
     rule: str
     reason: str
     numa_nodeset: object = None  # frozenset to set (home node chosen)
+    # Why the emulator and I/O threads are on ``emulator_pin``
+    # (``emuthreads``); None when untouched or released.
+    emulator_rule: object = None
+    emulator_reason: object = None
 
 
 class PinChange(typing.NamedTuple):
@@ -60,6 +64,9 @@ class Plan:
     total_vcpus: int  # vCPUs of managed guests
     node_vcpus: dict  # node id -> V_n (single-node managed guests)
     cross_node_vcpus: int  # V_X
+    # ``[nova_pinning] emulator_threads``: ``guest`` plans print as they
+    # did before the option (no ``emulator_threads`` fields).
+    emulator_threads: str = 'guest'
 
 
 def changes(plan, guests, enforced=None, pairs=None):
@@ -140,6 +147,7 @@ def to_json(plan, change_list, host=None):
     gives exactly the form it gave before banks were read)."""
     fmt = cpuset.format
     banks = host is not None and bool(host.l3_of)
+    shared = plan.emulator_threads != 'guest'
     # A thousand host-range guests share one pin set: its L3 domains
     # (a walk over every pCPU, and a format of each domain) once.
     l3_text = {}
@@ -162,15 +170,20 @@ def to_json(plan, change_list, host=None):
         }
         if gp.numa_nodeset is not None:
             entry['numa_nodeset'] = fmt(gp.numa_nodeset)
+        if shared and gp.emulator_rule is not None:
+            entry['emulator_threads'] = {'rule': gp.emulator_rule,
+                                         'reason': gp.emulator_reason}
         if banks:
             cpus = gp.emulator_pin or frozenset()
+            if shared and gp.mode == DEDICATED:  # its vCPUs' pCPUs
+                cpus = frozenset().union(*pins.values())
             text = l3_text.get(cpus)
             if text is None:
                 text = l3_text[cpus] = [fmt(d) for d in host.l3_domains(
                     cpus)]
             entry['l3_domains'] = list(text)
         guests.append(entry)
-    return {
+    result = {
         'version': 1,
         'guests': guests,
         'changes': pin_changes(change_list),
@@ -182,3 +195,6 @@ def to_json(plan, change_list, host=None):
         'node_vcpus': {str(n): v for n, v in plan.node_vcpus.items()},
         'cross_node_vcpus': plan.cross_node_vcpus,
     }
+    if shared:
+        result['emulator_threads'] = plan.emulator_threads
+    return result

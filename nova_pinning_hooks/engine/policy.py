@@ -17,7 +17,9 @@ Invariants of the plan:
   and, if so configured, foreign domains are ``untouched``, and the pCPUs
   nova pinned one-to-one leave the pool;
 * every pin lies in the pool P; one-to-one pCPUs serve one vCPU each and
-  never span nodes; emulator and I/O threads follow the guest's vCPUs;
+  never span nodes; emulator and I/O threads follow the guest's vCPUs,
+  or, one-to-one with ``emulator_threads = shared``, float over the home
+  node's pool CPUs no one-to-one vCPU holds (``emuthreads``);
 * deterministic, and stable: see ``assign`` for what one-to-one guests
   keep; a guest's home node comes from where its memory is, else its
   numatune, else its current pins, and only then is one chosen;
@@ -37,6 +39,7 @@ import operator
 import typing
 
 from nova_pinning_hooks.engine import assign
+from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import plan as plan_mod
 
 EPSILON = 1e-9
@@ -55,6 +58,9 @@ class Options:
     foreign_domains: str = 'manage'  # or 'ignore'
     home_node_min_fraction: float = 0.9
     set_home_node: bool = False  # emit numa nodesets for chosen homes
+    # ``emuthreads``; the engine's default plans as before the option,
+    # the configuration's (conf.py) is SHARED.
+    emulator_threads: str = emuthreads.GUEST
 
 
 # nova sets no upper bound; ours keeps every product with a CPU count a
@@ -85,6 +91,8 @@ def validate(host, options):
                               '%s' % (what, sorted(cpus - host.cpus)))
     if options.foreign_domains not in ('manage', 'ignore'):
         raise PolicyError('foreign_domains must be manage or ignore')
+    if options.emulator_threads not in emuthreads.SETTINGS:
+        raise PolicyError('emulator_threads must be guest or shared')
 
 
 def guest_pool(host, guests, options):
@@ -309,10 +317,10 @@ def plan_with_state(host, guests, options):
     state = State(pool, pool_by_node, by_uuid, why, facts, homes, totals,
                   layout, members, cross, one_to_one, free, plans,
                   sum(map(order_dependent, facts.values())))
-    return plan_of(state, guests, ratio), state
+    return plan_of(state, guests, ratio, options), state
 
 
-def plan_of(state, guests, ratio):
+def plan_of(state, guests, ratio, options):
     """The ``Plan`` of a ``State``, its guests in the order of
     ``guests``."""
     return plan_mod.Plan(
@@ -321,7 +329,8 @@ def plan_of(state, guests, ratio):
         pool_by_node=state.pool_by_node, allocation_ratio=ratio,
         total_vcpus=state.totals.total,
         node_vcpus=dict(state.totals.node_vcpus),
-        cross_node_vcpus=state.totals.cross)
+        cross_node_vcpus=state.totals.cross,
+        emulator_threads=options.emulator_threads)
 
 
 _UUID = operator.attrgetter('uuid')
@@ -344,10 +353,15 @@ def node_plans(host, node, mode, node_pool, members, homes, options):
         return {g.uuid: _ranged(g, homes, mode, node_pool, rule, reason,
                                 options) for g in members}
     pins, split = assign.assign_node(host, node_pool, members)
+    held = frozenset().union(*(p.values() for p in pins.values()))
+    setting = options.emulator_threads
     return {g.uuid: _bound(g, homes, mode,
                            {v: frozenset((c,))
                             for v, c in sorted(pins[g.uuid].items())},
-                           frozenset(pins[g.uuid].values()), rule,
+                           emuthreads.place(
+                               setting, True,
+                               frozenset(pins[g.uuid].values()), node,
+                               node_pool, held), rule,
                            reason if g.uuid not in split else
                            '%s; split across L3 domains: %s' % (
                                reason, split[g.uuid]), options)
@@ -355,8 +369,9 @@ def node_plans(host, node, mode, node_pool, members, homes, options):
 
 
 def dedicated_cpus(plans):
-    """The pCPUs one-to-one ``plans`` hold."""
-    return frozenset().union(*(gp.emulator_pin for gp in plans))
+    """The pCPUs one-to-one ``plans``' vCPUs hold."""
+    return frozenset().union(*(c for gp in plans
+                               for c in gp.vcpu_pins.values()))
 
 
 def cross_plan(guest, free, homes, options):
@@ -421,11 +436,16 @@ def _place(host, managed, pool_by_node, options, ratio, facts):
 
 
 def _ranged(guest, homes, mode, cpus, rule, reason, options):
-    return _bound(guest, homes, mode, dict.fromkeys(guest.vcpus, cpus), cpus,
+    # Range guests keep their emulator and I/O threads on their range
+    # with either setting (``emuthreads``).
+    return _bound(guest, homes, mode, dict.fromkeys(guest.vcpus, cpus),
+                  (cpus,) + emuthreads.with_vcpus(options.emulator_threads),
                   rule, reason, options)
 
 
 def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
+    """``emulator``: where the guest's emulator and I/O threads run and
+    why, an ``emuthreads.Placement`` or the same as a plain tuple."""
     home, source = homes[guest.uuid]
     nodeset = None
     if options.set_home_node and home is not None and \
@@ -434,9 +454,11 @@ def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
         # the home survives a later host range (pins then say nothing).
         nodeset = frozenset((home,))
     # Positional: a plan of a thousand guests builds a thousand of these.
+    cpus, emulator_rule, emulator_reason = emulator
     return plan_mod.GuestPlan(
-        guest.uuid, guest.name, mode, home, source, vcpu_pins, emulator,
-        dict.fromkeys(guest.iothread_pins, emulator), rule, reason, nodeset)
+        guest.uuid, guest.name, mode, home, source, vcpu_pins, cpus,
+        dict.fromkeys(guest.iothread_pins, cpus), rule, reason, nodeset,
+        emulator_rule, emulator_reason)
 
 
 def _untouched(guest, rule, reason):

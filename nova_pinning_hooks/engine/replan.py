@@ -195,4 +195,4 @@ def _update(state, host, guests, options, changed, removed):
         scope.update(rebuilt, again)
     state = state._replace(totals=totals, layout=layout,
                            one_to_one=one_to_one, free=free)
-    return policy.plan_of(state, guests, ratio), state, scope
+    return policy.plan_of(state, guests, ratio, options), state, scope

@@ -73,7 +73,8 @@ def load(data, from_libvirt=False, **overrides):
     """Validate a snapshot dict and build host, guests and policy options.
 
     ``overrides`` are extra ``policy.Options`` fields from configuration
-    (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``).
+    (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``,
+    ``emulator_threads``).
     ``from_libvirt``: the domain XML comes straight from libvirt (a live
     pass), so it may be read only as far as the engine needs.
     """

@@ -51,6 +51,8 @@ from prometheus_client import core
 from prometheus_client import exposition as prom_exposition
 from prometheus_client import registry as prom_registry
 
+from nova_pinning_hooks.engine import cpuset
+
 PREFIX = 'nova_pinning_'
 OUTCOMES = ('ok', 'failed', 'refused')
 # Every (result, kind) of pin_changes_total is served from the start, at
@@ -195,6 +197,7 @@ class _Collector:
                              gp.mode], len(gp.vcpu_pins) or _vcpus(
                                  sample, gp.uuid))
         yield info
+        yield _emulator_threads(plans)
         if sample is None:
             return
         labels = ['uuid', 'name', 'node', 'vcpu']
@@ -316,6 +319,22 @@ class _Collector:
                 ok.add_metric([], 1 if s.last_ok else 0)
                 families.append(ok)
         yield from families
+
+
+def _emulator_threads(plans):
+    """Where each managed guest's emulator and I/O threads may run
+    (``cpus``) and why (``rule``, ``emuthreads``): 1 per guest."""
+    family = core.GaugeMetricFamily(
+        PREFIX + 'guest_emulator_threads', 'Where each managed guest\'s '
+        'emulator and I/O threads run (cpus) and by which rule '
+        '(with-vcpus, pool-free, node-pool-fallback): always 1.',
+        labels=['uuid', 'name', 'node', 'rule', 'cpus'])
+    for gp in sorted(plans.values(), key=lambda g: (g.name, g.uuid)):
+        if gp.emulator_rule is not None:
+            family.add_metric([gp.uuid, gp.name, _node_label(gp.home_node),
+                               gp.emulator_rule,
+                               cpuset.format(gp.emulator_pin)], 1)
+    return family
 
 
 def _vcpus(sample, uuid):

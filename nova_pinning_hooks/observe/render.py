@@ -156,6 +156,7 @@ def _guest_rows(p, keys, change_list):
             pending[c.uuid] = pending.get(c.uuid, 0) + 1
     rows = [('key', 'guest', 'mode', 'home', 'vCPUs', 'pins', 'live',
              'rule: reason')]
+    apart = p.emulator_threads != 'guest'
     for gp in _by_name(p):
         rows.append((
             keys.get(gp.uuid, RANGE_MARKS.get(gp.mode, '-')),
@@ -163,11 +164,13 @@ def _guest_rows(p, keys, change_list):
             '-' if gp.home_node is None else
             '%d(%s)' % (gp.home_node, gp.home_source),
             str(len(gp.vcpu_pins)) if gp.vcpu_pins else '-',
-            pins_text(gp),
+            pins_text(gp) + (emulator_text(gp) if apart else ''),
             '-' if gp.mode == plan_mod.UNTOUCHED else
             ('%d to change' % pending[gp.uuid] if gp.uuid in pending
              else 'ok'),
-            '%s: %s' % (gp.rule, gp.reason)))
+            '%s: %s' % (gp.rule, gp.reason) +
+            ('; %s: %s' % (gp.emulator_rule, gp.emulator_reason)
+             if apart and gp.mode == plan_mod.DEDICATED else '')))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ['  '.join(cell.ljust(w) for cell, w in zip(r, widths)) + '  ' +
             r[-1] for r in rows]
@@ -180,3 +183,12 @@ def pins_text(gp):
         return ' '.join('%d:%s' % (v, cpuset.format(c))
                         for v, c in gp.vcpu_pins.items())
     return 'all:' + cpuset.format(gp.emulator_pin)
+
+
+def emulator_text(gp):
+    """Where a one-to-one guest's emulator and I/O threads run, after
+    its vCPU pins (``emulator_threads = shared``); the other modes put
+    them with the vCPUs, as ``all:`` says."""
+    if gp.mode != plan_mod.DEDICATED:
+        return ''
+    return ' emu:' + cpuset.format(gp.emulator_pin)

@@ -120,7 +120,8 @@ def policy_overrides(conf):
     group = conf.nova_pinning
     return {'foreign_domains': group.foreign_domains,
             'home_node_min_fraction': group.home_node_min_fraction,
-            'set_home_node': group.set_home_node}
+            'set_home_node': group.set_home_node,
+            'emulator_threads': group.emulator_threads}
 
 
 def calls_since(host, before):

@@ -90,8 +90,11 @@ class FunctionalTestCase(testtools.TestCase):
         self.conf = cfg.ConfigOpts()
         conf_mod.register_opts(self.conf)
         self.cf = self.useFixture(config_fixture.Config(self.conf))
+        # Emulator and I/O threads with the vCPUs, as these tests expect;
+        # test_emulator_threads.py sets ``shared`` (the default).
         self.cf.config(group='nova_pinning', connection_uri=URI,
                        allocation_ratio=4.0, lock_path=self.tmp,
+                       emulator_threads='guest',
                        overcommit_file=os.path.join(self.tmp, 'oc.json'))
 
     @staticmethod
@@ -193,7 +196,8 @@ class FunctionalTestCase(testtools.TestCase):
             f.write('[nova_pinning]\n')
             for key in ('connection_uri', 'allocation_ratio', 'lock_path',
                         'reserved_cpus', 'overcommit_file',
-                        'metrics_textfile') + tuple(options):
+                        'metrics_textfile',
+                        'emulator_threads') + tuple(options):
                 value = getattr(group, key)
                 if value is not None:
                     f.write('%s = %s\n' % (key, value))

@@ -25,6 +25,9 @@ CONF = '/etc/nova-pinning-hooks/nova-pinning-hooks.conf'
 BASE_CONF = """[nova_pinning]
 reserved_cpus = 0-1
 allocation_ratio = 4.0
+# Emulator and I/O threads with the vCPUs, as test_binding expects;
+# test_emulator_threads.py switches to shared (the default).
+emulator_threads = guest
 # Long: a guest the agent pins came to it through libvirt's events.
 resync_interval = 3600
 

@@ -37,6 +37,9 @@ class LiveCliTestCase(testtools.TestCase):
 
     def write_config(self, **options):
         options.setdefault('lock_path', self.tmp)
+        # Counts and pins as with emulator and I/O threads on the vCPUs;
+        # test_emuthreads.py runs these commands with ``shared``.
+        options.setdefault('emulator_threads', 'guest')
         with open(self.config, 'w') as f:
             f.write('[nova_pinning]\n')
             for key, value in sorted(options.items()):

@@ -13,6 +13,7 @@ import hypothesis
 from hypothesis import strategies as st
 import testtools
 
+from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
@@ -47,8 +48,11 @@ def a_guest(rnd, host, uuid, facts_only):
     if rnd.random() < 0.2:
         pins = {v: str(rnd.choice(sorted(host.cpus))) for v in range(vcpus)}
     numa = pins and rnd.random() < 0.1
+    # Some with an IOThread (pinned with the emulator), drawn from what
+    # was drawn already: the random sequences stay the ones they were.
     xml = hosts.domain_xml('g-' + uuid, vcpus, uuid=uuid, pins=pins,
-                           numa_cells=bool(numa), nova=rnd.random() < 0.95)
+                           numa_cells=bool(numa), nova=rnd.random() < 0.95,
+                           iothreads=int(vcpus % 3 == 0))
     return guest_mod.Guest.from_xml(xml, active=rnd.random() < 0.95,
                                     memory_by_node_kib=mem)
 
@@ -83,7 +87,8 @@ def order(change):
 def same_plan(test, expected, got):
     test.assertEqual(expected.guests, got.guests)
     for field in ('pool', 'pool_by_node', 'allocation_ratio',
-                  'total_vcpus', 'node_vcpus', 'cross_node_vcpus'):
+                  'total_vcpus', 'node_vcpus', 'cross_node_vcpus',
+                  'emulator_threads'):
         test.assertEqual(getattr(expected, field), getattr(got, field),
                          field)
 
@@ -125,8 +130,10 @@ class TestSameAsTheWholeHost(testtools.TestCase):
 
     @hypothesis.given(random_host(), st.integers(0, 2 ** 32),
                       st.sampled_from([0.5, 1.0, 1.5, 2.0, 4.0, 16.0]),
-                      st.booleans(), st.booleans())
-    def test_random_passes(self, host, seed, ratio, reserve, facts_only):
+                      st.booleans(), st.booleans(),
+                      st.sampled_from(emuthreads.SETTINGS))
+    def test_random_passes(self, host, seed, ratio, reserve, facts_only,
+                           emulator_threads):
         rnd = random.Random(seed)
         cpus = sorted(host.cpus)
         reserved = None
@@ -135,7 +142,8 @@ class TestSameAsTheWholeHost(testtools.TestCase):
                                                               len(cpus) - 1)))
         options = policy.Options(allocation_ratio=ratio,
                                  reserved_cpus=reserved,
-                                 set_home_node=rnd.random() < 0.3)
+                                 set_home_node=rnd.random() < 0.3,
+                                 emulator_threads=emulator_threads)
         serial = iter(range(10 ** 6))
         guests = [a_guest(rnd, host, 'i%04d' % next(serial), facts_only)
                   for _ in range(rnd.randint(0, 10))]
@@ -152,6 +160,22 @@ class TestSameAsTheWholeHost(testtools.TestCase):
         # The host filled up and changed layout along the way, yet most
         # passes planned only what changed.
         self.assertLess(planner.whole, 40)
+
+    def test_a_long_day_with_emulator_threads_shared(self):
+        # One-to-one guests' emulator and I/O threads on their node's
+        # pCPUs no one-to-one vCPU holds: those change whenever the node
+        # gains or loses a one-to-one guest, and so must their pins.
+        host = named_host('amd-2s-64c-nps4')
+        options = policy.Options(allocation_ratio=4.0,
+                                 reserved_cpus=frozenset({0, 1}),
+                                 emulator_threads=emuthreads.SHARED)
+        rnd = random.Random(11)
+        guests = [a_guest(rnd, host, 'i%04d' % i, True) for i in range(12)]
+        p = policy.make_plan(host, guests, options)
+        self.assertIn(emuthreads.POOL_FREE,
+                      {gp.emulator_rule for gp in p.guests})
+        self.run_passes(host, guests, options, 11, 80, True,
+                        confirm_rate=1.0)
 
     def test_a_long_day_on_hosts_with_l3_domains(self):
         # Real-shaped banks (several L3 domains per node) with the host

@@ -25,7 +25,10 @@ class ReconcilerTestCase(testtools.TestCase):
         conf_mod.register_opts(self.conf)
         cf = self.useFixture(config_fixture.Config(self.conf))
         self.tmp = self.useFixture(fixtures.TempDir()).path
+        # The write counts below are those of emulator and I/O threads
+        # with the vCPUs; test_emuthreads.py passes with ``shared``.
         cf.config(group='nova_pinning', allocation_ratio=4.0,
+                  emulator_threads='guest',
                   lock_path=self.tmp, busy_retry_delay=0,
                   overcommit_file=self.tmp + '/overcommit.json')
         self.cf = cf

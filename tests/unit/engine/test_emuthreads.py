@@ -19,8 +19,8 @@ from tests.unit import hosts
 from tests.unit.policy_fixtures import applied
 from tests.unit.policy_fixtures import G
 from tests.unit.policy_fixtures import make
-from tests.unit.test_cli_live import LiveCliTestCase
-from tests.unit.test_metrics import value
+from tests.unit.cmd.test_cli_live import LiveCliTestCase
+from tests.unit.observe.test_metrics import value
 
 
 

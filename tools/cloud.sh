@@ -817,7 +817,11 @@ case "$cmd" in
         package=${args[0]:-}
         case "$package" in on|off) ;; *) die "usage: cloud.sh package on|off" ;; esac
         write_package_conf
-        for n in 1 2; do stop_proc "nova-compute$n" 5; start_compute "$n"; done
+        for n in 1 2; do
+            start_libvirtd "$n"  # it is, unless something killed it
+            stop_proc "nova-compute$n" 5
+            start_compute "$n"
+        done
         wait_computes
         log "package $package" ;;
     restart-compute)
@@ -832,6 +836,7 @@ case "$cmd" in
         else
             stop_proc "nova-compute$n" 5
         fi
+        start_libvirtd "$n"
         start_compute "$n"
         wait_computes ;;
     *) die "usage: cloud.sh up|demo|down|status|package on|off|restart-compute N [--kill]" ;;

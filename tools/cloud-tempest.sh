@@ -49,7 +49,11 @@ run_one() {  # on|off
     local mode=$1 ws=$STATE/tempest/$set_-$1
     "$top/tools/cloud.sh" package "$mode" >/dev/null
     rm -rf "$ws"
-    "$venv/bin/tempest" init "$ws" >/dev/null
+    mkdir -p "$STATE/tempest"
+    # tempest remembers workspaces by name (~/.tempest): forget the last.
+    "$venv/bin/tempest" workspace remove --name "$set_-$mode" >/dev/null 2>&1 || true
+    "$venv/bin/tempest" init --name "$set_-$mode" "$ws" > "$STATE/tempest/init-$set_-$mode.log" 2>&1 \
+        || { echo "cloud-tempest.sh: tempest init failed" >&2; return 1; }
     cat > "$ws/etc/tempest.conf" <<EOF
 [DEFAULT]
 log_file = $ws/tempest.log
@@ -117,7 +121,8 @@ EOF
     echo "=== tempest $set_, package $mode ==="
     local start rc=0
     start=$(date +%s)
-    (cd "$ws" && "$venv/bin/tempest" run "${select[@]}" --concurrency 1 \
+    (cd "$ws" && TEMPEST_CONFIG_DIR=$ws/etc "$venv/bin/tempest" run "${select[@]}" --concurrency 1 \
+        --exclude-list "$top/tools/tempest-exclude.txt" \
         --subunit > "$ws/run.subunit") || rc=$?
     "$venv/bin/subunit2pyunit" --no-passthrough < "$ws/run.subunit" \
         > "$ws/results.txt" 2>&1 || true

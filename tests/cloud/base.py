@@ -47,14 +47,28 @@ TIMEOUT = 240
 
 
 def compute_log_errors(since_sizes):
-    """ERROR lines the nova-computes logged since ``since_sizes``."""
+    """ERROR lines the nova-computes logged since ``since_sizes``, but
+    one of nova 34's own: as SIGTERM stops it (a restart), its periodic
+    task loop fails with "A dynamic interval looping call should supply
+    either an interval or periodic_interval_max" (oslo.service's
+    loopingcall), package on or off; those lines of a process that
+    already logged its graceful shutdown are left out."""
     errors = []
     for n in (1, 2):
         path = os.path.join(LOG, 'nova-compute%d.log' % n)
+        stopping = set()
         with open(path, 'rb') as f:
             f.seek(since_sizes.get(path, 0))
             for line in f.read().decode('utf-8', 'replace').splitlines():
+                fields = line.split()
+                pid = fields[2] if len(fields) > 2 else None
+                if 'Graceful shutdown' in line:
+                    stopping.add(pid)
                 if ' ERROR ' in line or ' CRITICAL ' in line:
+                    if pid in stopping and \
+                            ' oslo.service.backend._threading.loopingcall ' \
+                            in line:
+                        continue
                     errors.append(line[:400])
     return errors
 

@@ -77,7 +77,7 @@ service_packages() {
         34) echo "nova==34.0.0 openstack-placement==16.0.0 keystone==30.0.0" \
                  "glance==33.0.0 neutron==29.0.0" ;;
         29) echo "nova==29.4.0 openstack-placement==11.0.1 keystone==25.0.0" \
-                 "glance==28.1.0 neutron==24.1.0 setuptools<81" ;;
+                 "glance==28.2.0 neutron==24.2.2 setuptools<81" ;;
     esac
 }
 

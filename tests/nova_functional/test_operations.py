@@ -419,9 +419,12 @@ class TestOperationsOn(OperationsTestBase):
         self.assertEqual(1, Recorder.watched)
         self.assertTrue(self.agent.watching)
 
-        # On nova's thread the hook only queues.
+        # On nova's thread the hook only queues. Not a speed target (the
+        # hook took 0.06 s once at load average 8.6 on 2 CPUs, against
+        # a 0.05 s bound): a bound far from what a hook that waited for
+        # a pass or for libvirt would take.
         self.assertTrue(self.hook_seconds)
-        self.assertLess(max(self.hook_seconds), 0.05)
+        self.assertLess(max(self.hook_seconds), 1.0)
 
         # The live migration's destination XML carries none of our pins
         # (the source had vcpupin and emulatorpin), nova's edits stay.

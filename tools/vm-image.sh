@@ -50,6 +50,7 @@ packages=(
     python3-stevedore python3-pbr python3-prometheus-client
     python3-pip python3-setuptools python3-wheel
     procps numactl e2fsprogs util-linux
+    irqbalance
 )
 
 work="$dest.tmp"
@@ -101,6 +102,10 @@ for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
     chroot "$root" systemctl mask "$unit" >/dev/null 2>&1 || true
 done
 rm -f "$root/etc/libvirt/qemu/networks/autostart/default.xml"
+# irqbalance is installed as on a compute node but not started at boot:
+# the interrupt tests (tests/vm/test_interrupts.py) start and stop it, so
+# that they show both, and other tests see interrupts stay put.
+chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true
 # The guest agent is how the tests reach the VM (no network, no serial
 # console once getty owns it).
 chroot "$root" systemctl enable qemu-guest-agent.service >/dev/null 2>&1 || true

@@ -338,6 +338,15 @@ class FakeIrqbalance:
                     self.banned = self.own if arg == 'NULL' else \
                         cpuset.parse(arg)
 
+    def heard(self, count, timeout=5.0):
+        """The messages once there are ``count`` (a message that wants
+        no answer is served after the client has gone)."""
+        import time
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.messages)
+
     def stop(self):
         """irqbalance exits: its socket goes with it."""
         if self.running:

@@ -251,21 +251,21 @@ class TestIrqbalance(PinsCase):
         self.one_to_one_guest()
         iso = self.isolator()
         iso.apply()
-        self.assertEqual(['setup', 'settings cpus 1-3'], fake.messages)
+        self.assertEqual(['setup', 'settings cpus 1-3'], fake.heard(2))
         self.assertEqual(S('1-3'), fake.banned)
         self.assertEqual({'pid': 700, 'start': 100, 'original': '1',
                           'told': '1-3'}, self.recorded()['irqbalance'])
         iso.follow_pins()   # nothing changed: nothing said
-        self.assertEqual(2, len(fake.messages))
+        self.assertEqual(2, len(fake.heard(3, timeout=0.5)))
         self.node_range_guest()
         iso.follow_pins()
-        self.assertEqual('settings cpus NULL', fake.messages[-1])
+        self.assertEqual('settings cpus NULL', fake.heard(3)[-1])
         self.assertEqual(S('1'), fake.banned)
         self.one_to_one_guest()
         iso.follow_pins()
-        self.assertEqual('settings cpus 1-3', fake.messages[-1])
+        self.assertEqual('settings cpus 1-3', fake.heard(4)[-1])
         self.assertEqual((), self.undo().failures)
-        self.assertEqual('settings cpus NULL', fake.messages[-1])
+        self.assertEqual('settings cpus NULL', fake.heard(5)[-1])
         self.assertEqual(S('1'), fake.banned)
         self.assertNotIn('no credentials', [m[0] for m in fake.messages
                                             if isinstance(m, tuple)])
@@ -275,7 +275,7 @@ class TestIrqbalance(PinsCase):
         self.one_to_one_guest()
         iso = self.isolator()
         iso.apply()
-        self.assertEqual('settings cpus 2-3', fake.messages[-1])
+        self.assertEqual('settings cpus 2-3', fake.heard(2)[-1])
         fake.stop()
         self.host.exit(700)
         self.node_range_guest()
@@ -309,7 +309,7 @@ class TestIrqbalance(PinsCase):
         self.host.exit(700)
         again = self.host.irqbalance(pid=701)
         iso.follow_pins()
-        self.assertEqual(['setup', 'settings cpus 2-3'], again.messages)
+        self.assertEqual(['setup', 'settings cpus 2-3'], again.heard(2))
 
 
 class TestStatus(PinsCase):
@@ -352,3 +352,31 @@ class TestStatus(PinsCase):
             with open(self.state_file, 'w') as f:
                 json.dump(bad, f)
             self.assertRaises(state.StateError, state.load, self.state_file)
+
+
+class TestMetrics(base.testtools.TestCase):
+
+    def test_gauges(self):
+        from nova_pinning_hooks import metrics
+        from tests.unit.test_metrics import value
+        text = metrics.exposition(metrics.HostView(isolation={
+            'state': 'applied', 'mode': 'v1', 'one_to_one_cpus': '4-5',
+            'irqs_moved': 7, 'irqs_refused': 2, 'irqs_on_one_to_one': 2,
+            'irqs_firing_on_one_to_one': {'40': 3}}), metrics.PassStats())
+        for name, expected in (('one_to_one_cpus', 2), ('irqs_moved', 7),
+                               ('irqs_unmovable', 2),
+                               ('irqs_on_one_to_one', 2),
+                               ('irqs_firing_on_one_to_one', 1)):
+            self.assertEqual(expected, value(
+                text, 'nova_pinning_isolation_' + name), name)
+        # Served at zero where isolation is not configured.
+        text = metrics.exposition(metrics.HostView(isolation={
+            'state': 'not configured'}), metrics.PassStats())
+        for name, _ in KERNEL_NAMES:
+            self.assertEqual(0, value(text, 'nova_pinning_isolation_' +
+                                      name), name)
+
+
+KERNEL_NAMES = (('one_to_one_cpus', 0), ('irqs_moved', 0),
+                ('irqs_unmovable', 0), ('irqs_on_one_to_one', 0),
+                ('irqs_firing_on_one_to_one', 0))

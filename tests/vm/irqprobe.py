@@ -3,7 +3,8 @@
 Prints one JSON document on stdout, read from /proc and /sys only:
 
     python3 irqprobe.py            # {"irqs": {N: {"name", "allowed",
-                                   #   "effective"}}, "workqueue": mask}
+                                   #   "effective", "count"}},
+                                   #  "workqueue": mask}
     python3 irqprobe.py banned     # adds "banned": irqbalance's banned
                                    # CPUs (its "setup" answer; up to 10 s)
 """
@@ -19,16 +20,19 @@ def _read(path):
 
 
 def irqs():
-    names = {}
-    for line in _read('/proc/interrupts').splitlines()[1:]:
+    lines = _read('/proc/interrupts').splitlines()
+    ncpus = len(lines[0].split())
+    names, count = {}, {}
+    for line in lines[1:]:
         n, _, rest = line.partition(':')
         if n.strip().isdigit():
             names[n.strip()] = rest.split()[-1]
+            count[n.strip()] = sum(int(c) for c in rest.split()[:ncpus])
     result = {}
     for n, name in names.items():
         d = '/proc/irq/%s' % n
         try:
-            result[n] = {'name': name,
+            result[n] = {'name': name, 'count': count[n],
                          'allowed': _read(d + '/smp_affinity_list'),
                          'effective': _read(d + '/effective_affinity_list')}
         except OSError:

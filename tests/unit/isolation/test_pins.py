@@ -209,6 +209,20 @@ class TestInterrupts(PinsCase):
         self.assertNotIn('24', self.recorded()['interrupts']['moved'])
         self.assertEqual((), self.undo().failures)
 
+    def test_undo_that_cannot_restore_keeps_the_state(self):
+        self.one_to_one_guest()
+        self.isolator().apply()
+        self.host.managed.add(24)   # the kernel refuses it now
+        result = self.undo()
+        self.assertEqual(1, len(result.failures), result)
+        self.assertIn('interrupt 24: cannot set 0-3 back', result.failures[0])
+        self.assertEqual(['24'], list(self.recorded()['interrupts']['moved']))
+        self.assertEqual('0-3', self.host.irq_cpus(25))  # the rest undone
+        self.host.managed.discard(24)
+        self.assertEqual((), self.undo().failures)
+        self.assertEqual('0-3', self.host.irq_cpus(24))
+        self.assertRaises(FileNotFoundError, open, self.state_file)
+
     def test_switched_off(self):
         self.config(interrupts=False, workqueues=False)
         self.one_to_one_guest()

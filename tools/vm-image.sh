@@ -16,8 +16,12 @@
 # initrd.img. The mirror is the one apt uses on this machine.
 set -euo pipefail
 
-dest=${NPH_VM_IMAGE_DIR:-/var/cache/nova-pinning-hooks/vm-bookworm}
 stamp=$(sha256sum "$0" | cut -c1-16)
+# One directory per version of this script: checkouts of different
+# versions (branches, worktrees) sharing the cache never replace an image
+# under each other's running VMs (a VM rebooted onto a base image other
+# than the one its overlay was made on finds its file system corrupt).
+dest=${NPH_VM_IMAGE_DIR:-/var/cache/nova-pinning-hooks/vm-bookworm-$stamp}
 if [ -f "$dest/.complete" ] && [ "$(cat "$dest/.complete")" = "$stamp" ]; then
     echo "$dest"
     exit 0
@@ -53,6 +57,14 @@ packages=(
     irqbalance
 )
 
+# One build at a time per image: a second run waits, then finds it made.
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock -w 1800 9 || { echo "vm-image.sh: $dest.lock is held" >&2; exit 1; }
+if [ -f "$dest/.complete" ] && [ "$(cat "$dest/.complete")" = "$stamp" ]; then
+    echo "$dest"
+    exit 0
+fi
 work="$dest.tmp"
 root="$work/rootfs"
 cleanup() {

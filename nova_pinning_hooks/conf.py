@@ -338,6 +338,24 @@ isolation_opts = [
     IntOpt('only_descendants_of', min=2, max=MAX_PID,
            help='Confine only the descendants of this pid, not every '
                 'host process: for trials and tests.'),
+    cfg.BoolOpt('interrupts', default=True,
+                help='Keep device interrupts off one-to-one CPUs: every '
+                     'interrupt whose affinity the kernel lets us change '
+                     'goes to its CPUs minus the one-to-one ones (else to '
+                     'every CPU no one-to-one vCPU holds), follows the pins '
+                     'as passes change them, and is restored by "undo". '
+                     'A running irqbalance (1.9 or later) is told to keep '
+                     'off them too, through its socket.'),
+    cfg.BoolOpt('workqueues', default=True,
+                help='Keep unbound kernel workqueues off one-to-one CPUs '
+                     '(/sys/devices/virtual/workqueue/cpumask), restored '
+                     'by "undo".'),
+    FloatOpt('interrupt_sample_seconds', default=1.0, min=0.0, max=60.0,
+             help='Seconds between the two readings of /proc/interrupts '
+                  'from which "status" counts the interrupts still '
+                  'delivered on one-to-one CPUs (0: not counted). A '
+                  'long-lived reader (the metrics exporter) counts since '
+                  'its previous reading instead of waiting.'),
     cfg.StrOpt('state_file', default=DEFAULT_STATE_DIR + '/isolation.json',
                help='Where the agent records what it changed, so that '
                     '"undo" can restore it.'),

@@ -16,8 +16,12 @@
 # initrd.img. The mirror is the one apt uses on this machine.
 set -euo pipefail
 
-dest=${NPH_VM_IMAGE_DIR:-/var/cache/nova-pinning-hooks/vm-bookworm}
 stamp=$(sha256sum "$0" | cut -c1-16)
+# One directory per version of this script: checkouts of different
+# versions (branches, worktrees) sharing the cache never replace an image
+# under each other's running VMs (a VM rebooted onto a base image other
+# than the one its overlay was made on finds its file system corrupt).
+dest=${NPH_VM_IMAGE_DIR:-/var/cache/nova-pinning-hooks/vm-bookworm-$stamp}
 if [ -f "$dest/.complete" ] && [ "$(cat "$dest/.complete")" = "$stamp" ]; then
     echo "$dest"
     exit 0
@@ -50,8 +54,17 @@ packages=(
     python3-stevedore python3-pbr python3-prometheus-client
     python3-pip python3-setuptools python3-wheel
     procps numactl e2fsprogs util-linux
+    irqbalance
 )
 
+# One build at a time per image: a second run waits, then finds it made.
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock -w 1800 9 || { echo "vm-image.sh: $dest.lock is held" >&2; exit 1; }
+if [ -f "$dest/.complete" ] && [ "$(cat "$dest/.complete")" = "$stamp" ]; then
+    echo "$dest"
+    exit 0
+fi
 work="$dest.tmp"
 root="$work/rootfs"
 cleanup() {
@@ -101,6 +114,10 @@ for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
     chroot "$root" systemctl mask "$unit" >/dev/null 2>&1 || true
 done
 rm -f "$root/etc/libvirt/qemu/networks/autostart/default.xml"
+# irqbalance is installed as on a compute node but not started at boot:
+# the interrupt tests (tests/vm/test_interrupts.py) start and stop it, so
+# that they show both, and other tests see interrupts stay put.
+chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true
 # The guest agent is how the tests reach the VM (no network, no serial
 # console once getty owns it).
 chroot "$root" systemctl enable qemu-guest-agent.service >/dev/null 2>&1 || true

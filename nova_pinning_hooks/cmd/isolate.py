@@ -72,10 +72,39 @@ def status_text(st):
         what = 'units' if 'slices' in st else 'processes'
         lines.append('%s confined: %d, not confined: %d'
                      % (what, st['confined'], st['not_confined']))
+    lines.extend(_pins_text(st))
     if st.get('kept'):
         lines.append('never moved: %s' % ', '.join(
             '%s %d' % kv for kv in sorted(st['kept'].items())))
     return '\n'.join(lines) + '\n'
+
+
+def _pins_text(st):
+    """Interrupts, workqueues and irqbalance (``pins.status``)."""
+    if 'one_to_one_cpus' not in st:
+        return []
+    lines = ['one-to-one CPUs: %s' % (st['one_to_one_cpus'] or '(none)'),
+             'interrupts: %d moved, %d refused by the kernel, %d still '
+             'allowed on one-to-one CPUs' % (
+                 st['irqs_moved'], st['irqs_refused'],
+                 st['irqs_on_one_to_one'])]
+    firing = st.get('irqs_firing_on_one_to_one')
+    if firing is not None:
+        lines.append('interrupts firing on one-to-one CPUs in %.1f s: %d%s'
+                     % (st['irq_sample_seconds'], len(firing), (
+                         ' (%s)' % ', '.join('%s: %d' % kv for kv in
+                                             sorted(firing.items(),
+                                                    key=lambda kv:
+                                                    int(kv[0]))))
+                        if firing else ''))
+    if 'workqueue_cpus' in st:
+        lines.append('unbound workqueues on CPUs %s' % st['workqueue_cpus'])
+    if st.get('irqbalance'):
+        told = st['irqbalance'].get('told')
+        lines.append('irqbalance (pid %d): %s' % (
+            st['irqbalance']['pid'], 'told to keep off CPUs %s' % told
+            if told else 'not told anything'))
+    return lines
 
 
 def _watch(conf):

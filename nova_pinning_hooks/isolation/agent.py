@@ -22,7 +22,11 @@ Invariants:
   a crash of the agent leaves a working host;
 * a pid is acted on only while it belongs to the process that was
   examined (same start time): a reused pid is never moved by mistake;
-* one agent at a time (``state.Lock``).
+* one agent at a time (``state.Lock``);
+* interrupts, unbound workqueues and irqbalance follow the one-to-one
+  CPUs in force (``pins``: ``pinmap``, ``interrupts``, ``workqueue``,
+  ``irqbalance``) at apply and at every sweep; a failure there is one log
+  line and never stops the confinement of processes.
 """
 
 import threading
@@ -36,6 +40,7 @@ from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import pidwatch
+from nova_pinning_hooks.isolation import pins
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import restore
 from nova_pinning_hooks.isolation import state
@@ -134,6 +139,7 @@ class Isolator:
         self.state = st
         self.backend.ensure()
         moved = self.sweep() if self.backend.moves_processes else 0
+        self.follow_pins()
         LOG.info('isolation: host processes confined to CPUs %s (%s); '
                  '%d moved', st['cpus'], s.mode, moved)
         return moved
@@ -141,6 +147,11 @@ class Isolator:
     def undo(self):
         """``restore.undo`` (from the state file); an UndoResult."""
         return restore.undo(self.conf, self.paths)
+
+    def follow_pins(self):
+        """Interrupts, workqueues and irqbalance off the one-to-one CPUs
+        now in force (``pins.follow``); never raises."""
+        pins.follow(self.settings, self.state)
 
     # -- moving processes (cgroup v1) ----------------------------------------
 
@@ -272,6 +283,7 @@ class Isolator:
                 self.backend.ensure()
             except BackendError as exc:
                 LOG.error('isolation: %s', exc)
+            self.follow_pins()
 
     @staticmethod
     def _until(deadline, seconds):
@@ -308,6 +320,7 @@ class Isolator:
                     if moved:
                         LOG.info('isolation: sweep moved %d processes',
                                  moved)
+                    self.follow_pins()
                     next_sweep = time.monotonic() + s.sweep_interval
             except (OSError, BackendError) as exc:
                 # Keep running: the host stays as it is meanwhile.

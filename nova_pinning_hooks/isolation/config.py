@@ -43,6 +43,9 @@ class HostPaths(typing.NamedTuple):
     cpu_sysfs: str = '/sys/devices/system/cpu'
     node_sysfs: str = '/sys/devices/system/node'
     systemd_run: str = '/run/systemd/system'
+    workqueue_mask: str = '/sys/devices/virtual/workqueue/cpumask'
+    qemu_run: str = '/run/libvirt/qemu'  # libvirt's qemu pid files
+    irqbalance_run: str = '/run/irqbalance'
 
 
 HOST = HostPaths()  # the real host
@@ -62,6 +65,8 @@ class Settings(typing.NamedTuple):
     state_file: str
     systemctl: typing.Optional[str]
     paths: HostPaths
+    interrupts: bool = True      # keep interrupts off one-to-one CPUs
+    workqueues: bool = True      # and unbound workqueues
 
 
 def _read_set(path, what):
@@ -269,4 +274,5 @@ def load(conf, paths=HOST):
         group_name=opts.group_name, memory_limit_mib=limit, rules=rules,
         pidfile_dirs=tuple(opts.pidfile_dirs),
         sweep_interval=opts.sweep_interval, slices=tuple(opts.slices),
-        state_file=opts.state_file, systemctl=systemctl, paths=paths)
+        state_file=opts.state_file, systemctl=systemctl, paths=paths,
+        interrupts=opts.interrupts, workqueues=opts.workqueues)

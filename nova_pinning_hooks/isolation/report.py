@@ -17,7 +17,14 @@ binding state. Keys (absent when unknown):
   ``kept`` (``{reason: count}`` of processes never moved);
 * systemd: ``slices`` (``{unit: {AllowedCPUs, EffectiveCPUs, ...}}``,
   with machine.slice), ``confined`` / ``not_confined`` (units whose
-  EffectiveCPUs are / are not the reserved CPUs).
+  EffectiveCPUs are / are not the reserved CPUs);
+* kernel work (``pins.status``): ``one_to_one_cpus`` (in force, from
+  the vCPU threads), ``irqs_on_one_to_one`` (interrupts whose affinity
+  still holds one of them), ``irqs_moved`` / ``irqs_refused`` (from the
+  state file), ``irqs_firing_on_one_to_one`` (``{irq: interrupts
+  delivered on one-to-one CPUs}`` between two readings of
+  /proc/interrupts ``irq_sample_seconds`` apart), ``workqueue_cpus``,
+  ``irqbalance`` (``{pid, told}`` when it runs).
 """
 
 import collections
@@ -76,7 +83,25 @@ def _status(conf, paths):
         result['backend_error'] = str(exc)
     if settings.mode == 'v1':
         result.update(_processes(settings))
+    result.update(_pins(conf, settings))
     return result
+
+
+def _pins(conf, settings):
+    from nova_pinning_hooks.isolation import pins
+    try:
+        st = state.load(settings.state_file)
+        if st is not None and state.from_earlier_boot(st,
+                                                      settings.paths.proc):
+            st = None
+    except state.StateError:
+        st = None
+    try:
+        return pins.status(
+            settings, st,
+            conf.nova_pinning_isolation.interrupt_sample_seconds)
+    except OSError as exc:
+        return {'pins_error': str(exc)}
 
 
 def status(conf, paths=config.HOST):

@@ -15,6 +15,9 @@ found in the configured host group instead of the recorded one (the
 record's group name changed by hand) goes back to its recorded origin
 all the same.
 
+Interrupts, the unbound workqueue mask and irqbalance's banned CPUs get
+their recorded originals back (``pins.restore``), whatever the mode.
+
 systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value, after being
 widened to every online CPU (systemd does not write an empty set to the
@@ -47,6 +50,7 @@ from oslo_log import log as logging
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import pins
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemd
@@ -150,13 +154,21 @@ def _still_confined(st, proc, configured=None):
 
 
 def _restore(st, paths, configured=None):
+    # Interrupts, workqueues and irqbalance first: they never depend on
+    # the processes, and a backend failure must not keep them.
+    failed = pins.restore(st, paths)
     try:
         if st['mode'] == 'v1':
-            return _undo_v1(st['v1'], st['moved'], paths.proc, configured)
-        return _undo_systemd(st['systemd'], paths)
+            restored, others, failures = _undo_v1(
+                st['v1'], st['moved'], paths.proc, configured)
+        else:
+            restored, others, failures = _undo_systemd(st['systemd'],
+                                                       paths)
     except Exception as exc:  # one failure to report, the state kept
         LOG.exception('isolation: undo failed')
-        return 0, 0, ['undo failed: %s: %s' % (type(exc).__name__, exc)]
+        return 0, 0, failed + ['undo failed: %s: %s'
+                               % (type(exc).__name__, exc)]
+    return restored, others, failed + list(failures)
 
 
 def undo(conf, paths=config.HOST):

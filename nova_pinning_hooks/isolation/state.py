@@ -11,7 +11,13 @@ Content (JSON, version 1)::
      "systemd": {"previous": {"system.slice": {"AllowedCPUs": "", ...}}},
      "moved": {"<pid>": {"comm": "sshd", "start": 1234,
                          "cpuset": "/", "memory": "/",
-                         "affinity": {"<tid>": "1"}}}}
+                         "affinity": {"<tid>": "1"}}},
+     "one_to_one": "4-5",
+     "interrupts": {"moved": {"<irq>": {"original": "0-7", "set": "0-3"}},
+                    "refused": {"<irq>": "Input/output error"}},
+     "workqueue": {"original": "000000ff", "set": "0000000f"},
+     "irqbalance": {"pid": 812, "start": 99, "original": "",
+                    "told": "4-5"}}
 
 Invariants:
 
@@ -42,8 +48,10 @@ import fcntl
 import os
 import stat
 
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.host import statefile
+from nova_pinning_hooks.isolation import cpumask
 
 VERSION = 1
 BOOT_ID_LIMIT = 64
@@ -132,6 +140,7 @@ def _validate(state, path):
              path, 'bad "cpus"')
     _require(state.get('boot_id') is None or
              isinstance(state['boot_id'], str), path, 'bad "boot_id"')
+    _validate_pins(state, path)
     moved = state.setdefault('moved', {})
     _require(isinstance(moved, dict), path, '"moved" is not a mapping')
     for pid, info in moved.items():
@@ -145,6 +154,53 @@ def _validate(state, path):
             if info.get(key) is not None:
                 _check_path(info[key], '%s: pid %s' % (path, pid))
     return state
+
+
+def _validate_pins(state, path):
+    """The parts kept by ``pins``: undo writes their values to
+    /proc/irq/<key>/ and the workqueue mask, so keys are numbers and
+    values CPU sets."""
+    def cpus(text):
+        try:
+            cpuset.parse(text, allow_empty=True)
+            return True
+        except cpuset.CpusetError:
+            return False
+    _require(state.get('one_to_one') is None or
+             isinstance(state['one_to_one'], str), path,
+             'bad "one_to_one"')
+    irq = state.get('interrupts', {})
+    _require(isinstance(irq, dict) and set(irq) <= {'moved', 'refused'},
+             path, 'bad "interrupts"')
+    moved, refused = irq.get('moved', {}), irq.get('refused', {})
+    _require(isinstance(moved, dict) and all(
+        _number(k) and _strings(v, ('original', 'set')) and
+        len(v) == 2 and cpus(v['original']) and cpus(v['set'])
+        for k, v in moved.items()), path, 'bad "interrupts" "moved"')
+    _require(_strings(refused) and all(_number(k) for k in refused),
+             path, 'bad "interrupts" "refused"')
+    wq = state.get('workqueue', {})
+    _require(isinstance(wq, dict) and set(wq) <= {
+        'original', 'set', 'refused'} and all(
+        isinstance(wq.get(k, ''), str) and
+        _mask(wq.get(k, '0')) for k in ('original', 'set')) and
+        isinstance(wq.get('refused', []), list) and
+        all(_int(c) for c in wq.get('refused', [])), path,
+        'bad "workqueue"')
+    ib = state.get('irqbalance', {})
+    _require(isinstance(ib, dict) and set(ib) <= {
+        'pid', 'start', 'original', 'told', 'failed'} and all(
+        _int(ib.get(k, 0)) for k in ('pid', 'start')) and all(
+        isinstance(ib.get(k, ''), str) for k in
+        ('original', 'told', 'failed')), path, 'bad "irqbalance"')
+
+
+def _mask(text):
+    try:
+        cpumask.parse(text)
+        return True
+    except cpuset.CpusetError:
+        return False
 
 
 def boot_id(proc='/proc'):

@@ -74,6 +74,41 @@ class HostView:
     errors: list = dataclasses.field(default_factory=list)
 
 
+# Interrupts and one-to-one CPUs (isolation.pins.status): served at 0
+# where isolation is not configured, as the counts above.
+KERNEL_WORK = (
+    ('one_to_one_cpus', 'one_to_one_cpus', 'Host CPUs that one vCPU thread '
+     'alone may run on (one-to-one), as the kernel has them.'),
+    ('irqs_moved', 'irqs_moved', 'Interrupts the isolation agent keeps '
+     'off one-to-one CPUs (their original CPU sets are recorded for '
+     'undo).'),
+    ('irqs_unmovable', 'irqs_refused', 'Interrupts whose CPU set the '
+     'kernel refused to change (managed interrupts): they stay where the '
+     'kernel put them.'),
+    ('irqs_on_one_to_one', 'irqs_on_one_to_one', 'Interrupts whose CPU '
+     'set still holds a one-to-one CPU.'),
+    ('irqs_firing_on_one_to_one', 'irqs_firing_on_one_to_one',
+     'Interrupts delivered on a one-to-one CPU between the last two '
+     'readings of /proc/interrupts.'),
+)
+
+
+def _kernel_work(iso):
+    for name, key, text in KERNEL_WORK:
+        value = iso.get(key)
+        if isinstance(value, str):  # a CPU set
+            try:
+                value = len(cpuset.parse(value, allow_empty=True))
+            except cpuset.CpusetError:
+                value = 0
+        elif isinstance(value, dict):
+            value = len(value)
+        family = core.GaugeMetricFamily(
+            PREFIX + 'isolation_' + name, text)
+        family.add_metric([], value if isinstance(value, int) else 0)
+        yield family
+
+
 def read_view(rec, conf, plan=None, isolation=True):
     """A HostView of the live host through reconciler ``rec``: its plan
     (``plan``, e.g. the one a pass just applied, or read and planned now:
@@ -258,6 +293,7 @@ class _Collector:
             family.add_metric([], value if isinstance(value, int)
                               else len(value))
             yield family
+        yield from _kernel_work(iso)
 
     def _overcommit(self):
         oc = self.view.overcommit

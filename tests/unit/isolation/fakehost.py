@@ -8,12 +8,23 @@ where the agent relies on it:
 * a cpuset group refuses tasks until cpuset.mems and cpuset.cpus are set;
 * a group with processes cannot be removed (EBUSY);
 * ``sched_setaffinity`` is recorded, never run (fake pids may be real
-  pids of this machine).
+  pids of this machine);
+* interrupts (``irq``): writing ``/proc/irq/N/smp_affinity_list`` sets
+  it and ``effective_affinity_list``; a managed one refuses with EIO, a
+  set without an online CPU with EINVAL; a write anywhere outside the
+  fake tree fails the test;
+* the unbound workqueue mask (``workqueue``) takes a hex mask, or
+  refuses with EINVAL (``reject_workqueue``, or no online CPU in it);
+* guests (``guest``): libvirt's pid file and ``CPU n/KVM`` threads with
+  their ``Cpus_allowed_list``;
+* irqbalance (``irqbalance``): a process and a real unix socket that
+  answers ``setup`` and takes ``settings cpus`` as irqbalance 1.9 does.
 """
 
 import errno
 import os
 import shutil
+import socket
 import threading
 
 import fixtures
@@ -21,6 +32,7 @@ import fixtures
 from nova_pinning_hooks.isolation import procfs
 
 V1 = 'nova_pinning_hooks.isolation.cgroupv1.'
+ISO = 'nova_pinning_hooks.isolation.'
 
 
 def put(path, text):
@@ -51,7 +63,10 @@ class FakeHost(fixtures.Fixture):
         self.paths = config.HostPaths(
             proc=j(self.top, 'proc'), cpu_sysfs=j(self.top, 'cpu'),
             node_sysfs=j(self.top, 'node'),
-            systemd_run=j(self.top, 'run-systemd'))
+            systemd_run=j(self.top, 'run-systemd'),
+            workqueue_mask=j(self.top, 'workqueue', 'cpumask'),
+            qemu_run=j(self.top, 'run-qemu'),
+            irqbalance_run=j(self.top, 'run-irqbalance'))
         self.cgroot = j(self.top, 'cgroup')
         self.roots = {'cpuset': j(self.cgroot, 'cpuset'),
                       'memory': j(self.cgroot, 'memory')}
@@ -76,6 +91,13 @@ class FakeHost(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch(
             V1 + '_set_affinity', lambda tid, cpus:
             self.affinity.append((tid, frozenset(cpus)))))
+        self.managed = set()          # interrupts that refuse writes
+        self.reject_workqueue = False
+        self.irq_writes = []          # (irq, text)
+        self.useFixture(fixtures.MonkeyPatch(
+            ISO + 'interrupts._write', self._write_irq))
+        self.useFixture(fixtures.MonkeyPatch(
+            ISO + 'workqueue._write', self._write_workqueue))
         self._sync()
 
     # -- the kernel -------------------------------------------------------
@@ -190,3 +212,148 @@ class FakeHost(fixtures.Fixture):
                    memory='/machine/qemu-1-g1')
         self.spawn(104, 'nova-compute')
         self.spawn(105, 'defunct', state='Z')
+
+    # -- interrupts, workqueues, guests, irqbalance -------------------------
+
+    def _inside(self, path):
+        if not os.path.abspath(path).startswith(self.top + os.sep):
+            raise AssertionError('write outside the fake host: %s' % path)
+
+    def irq(self, n, cpus, managed=False):
+        d = os.path.join(self.paths.proc, 'irq', str(n))
+        for name in ('smp_affinity_list', 'effective_affinity_list'):
+            put(os.path.join(d, name), cpus + '\n')
+        if managed:
+            self.managed.add(n)
+
+    def irq_cpus(self, n, name='smp_affinity_list'):
+        return get(os.path.join(self.paths.proc, 'irq', str(n), name))
+
+    def _write_irq(self, path, value):
+        from nova_pinning_hooks.engine import cpuset
+        self._inside(path)
+        n = int(os.path.basename(os.path.dirname(path)))
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, 'No such file')
+        if n in self.managed:
+            raise OSError(errno.EIO, 'Input/output error')
+        online = cpuset.parse(self.cpus)
+        if not cpuset.parse(value) & online:
+            raise OSError(errno.EINVAL, 'Invalid argument')
+        self.irq_writes.append((n, value))
+        self.irq(n, value)
+
+    def interrupts(self, table):
+        """/proc/interrupts from ``{irq: {cpu: count}}``."""
+        from nova_pinning_hooks.engine import cpuset
+        cpus = sorted(cpuset.parse(self.cpus))
+        lines = [' ' * 4 + ''.join('%11s' % ('CPU%d' % c) for c in cpus)]
+        for irq, by_cpu in sorted(table.items()):
+            lines.append('%4d:' % irq + ''.join(
+                '%11d' % by_cpu.get(c, 0) for c in cpus) +
+                '  PCI-MSI 1-edge  virtio%d' % irq)
+        lines.append(' LOC:' + ''.join('%11d' % 5 for _ in cpus) +
+                     '   Local timer interrupts')
+        put(os.path.join(self.paths.proc, 'interrupts'),
+            '\n'.join(lines) + '\n')
+
+    def workqueue(self, mask):
+        put(self.paths.workqueue_mask, mask + '\n')
+
+    def get_workqueue(self):
+        return get(self.paths.workqueue_mask)
+
+    def _write_workqueue(self, path, value):
+        from nova_pinning_hooks.engine import cpuset
+        from nova_pinning_hooks.isolation import cpumask
+        self._inside(path)
+        if self.reject_workqueue or not cpumask.parse(value) & \
+                cpuset.parse(self.cpus):
+            raise OSError(errno.EINVAL, 'Invalid argument')
+        self.workqueue(value)
+
+    def guest(self, name, pid, vcpus, start=500):
+        """A running guest: ``vcpus`` {vCPU: CPU set text}."""
+        put(os.path.join(self.paths.qemu_run, name + '.pid'), str(pid))
+        self.spawn(pid, 'qemu-system-x86', start=start,
+                   cgroup='/machine/' + name,
+                   affinity={pid + 1 + v: cpus for v, cpus in
+                             vcpus.items()})
+        for v in vcpus:
+            put(os.path.join(self.paths.proc, str(pid), 'task',
+                             str(pid + 1 + v), 'comm'), 'CPU %d/KVM\n' % v)
+
+    def irqbalance(self, pid=700, banned=''):
+        """A running irqbalance with its socket; returns its fake."""
+        self.spawn(pid, 'irqbalance')
+        fake = FakeIrqbalance(os.path.join(
+            self.paths.irqbalance_run, 'irqbalance%d.sock' % pid), banned)
+        self.addCleanup(fake.stop)
+        return fake
+
+
+class FakeIrqbalance:
+    """irqbalance 1.9's socket: ``setup`` and ``settings cpus``, only
+    from a client that sends its credentials."""
+
+    def __init__(self, path, banned=''):
+        from nova_pinning_hooks.engine import cpuset
+        self.path = path
+        self.own = cpuset.parse(banned, allow_empty=True)
+        self.banned = self.own
+        self.messages = []
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        from nova_pinning_hooks.engine import cpuset
+        from nova_pinning_hooks.isolation import cpumask
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+                data, anc, _, _ = conn.recvmsg(500, socket.CMSG_SPACE(12))
+                if not any(level == socket.SOL_SOCKET and
+                           kind == socket.SCM_CREDENTIALS
+                           for level, kind, _ in anc):
+                    self.messages.append(('no credentials', data))
+                    continue
+                text = data.decode()
+                self.messages.append(text)
+                if text == 'setup':
+                    conn.sendall(('SLEEP 10 BANNED %s' % cpumask.format(
+                        self.banned)).encode())
+                elif text.startswith('settings cpus '):
+                    arg = text[len('settings cpus '):]
+                    self.banned = self.own if arg == 'NULL' else \
+                        cpuset.parse(arg)
+
+    def heard(self, count, timeout=5.0):
+        """The messages once there are ``count`` (a message that wants
+        no answer is served after the client has gone)."""
+        import time
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.messages)
+
+    def stop(self):
+        """irqbalance exits: its socket goes with it."""
+        if self.running:
+            self.running = False
+            self.thread.join(5)
+            self.sock.close()
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass

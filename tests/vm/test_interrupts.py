@@ -1,0 +1,229 @@
+"""Interrupts and unbound workqueues following the pins (the VM).
+
+The VM's own virtio devices (two disks, the guest agent's serial port)
+give it real MSI-X interrupts. A one-to-one guest on node 1 holds two
+CPUs; ``nova-pinning-isolate watch`` (run as a transient unit) must take
+every interrupt the kernel lets it move off them
+(``effective_affinity_list``) and the unbound workqueue mask too; when
+node 1 goes to node range they come back; when it is one-to-one again
+they leave again; ``undo`` puts back what was there. Once with
+irqbalance stopped, once with it running, when it must be told the
+CPUs (its ``setup`` answer) and given its own choice back by ``undo``.
+
+The figures each run saw are written to ``$NPH_VM_FIGURES`` (a
+directory on the machine running the tests) when it is set.
+"""
+
+import json
+import os
+
+from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.isolation import cpumask
+from tests.vm import base
+
+IRQPROBE = '/root/nph/tests/vm/irqprobe.py'
+STATE = '/var/lib/nova-pinning-hooks/isolation.json'
+WATCH = 'vmt-irqwatch'
+
+
+def _cpus(text):
+    return cpuset.parse(text, allow_empty=True)
+
+
+class TestInterrupts(base.VMTestCase):
+
+    def setUp(self):
+        super().setUp()
+        for cmd in (['systemctl', 'stop', WATCH],
+                    ['systemctl', 'reset-failed', WATCH],
+                    ['systemctl', 'stop', 'irqbalance']):
+            self.sh(cmd, check=False)
+        self.npi('undo', check=False)
+        # Run last to first: the watch stops, undo (irqbalance still
+        # there to be given its choice back), irqbalance stops.
+        self.addCleanup(self.sh, ['systemctl', 'stop', 'irqbalance'],
+                        check=False)
+        self.addCleanup(self.npi, 'undo', check=False)
+        self.addCleanup(self.sh, ['systemctl', 'reset-failed', WATCH],
+                        check=False)
+        self.addCleanup(self.sh, ['systemctl', 'stop', WATCH], check=False)
+        self.figures = {}
+
+    # -- the kernel's view --------------------------------------------------
+
+    def probe(self, banned=False):
+        return json.loads(self.sh(['python3', IRQPROBE] +
+                                  (['banned'] if banned else []),
+                                  timeout=60).out)
+
+    @staticmethod
+    def virtio(view):
+        return {n: i for n, i in view['irqs'].items()
+                if i['name'].startswith('virtio')}
+
+    def state(self):
+        out = self.sh(['cat', STATE], check=False)
+        return json.loads(out.out) if out.rc == 0 else {}
+
+    def held(self, name):
+        vcpus = self.kernel(name)[name]['vcpus']
+        cpus = [_cpus(a) for a in vcpus.values()]
+        self.assertTrue(all(len(c) == 1 for c in cpus), vcpus)
+        return frozenset().union(*cpus)
+
+    def off(self, held):
+        """(view, state) once every movable virtio interrupt and the
+        workqueue mask are off ``held``; None before.
+
+        x86 without interrupt remapping moves an MSI at its next
+        delivery: until then ``smp_affinity_list`` shows the new set and
+        ``effective_affinity_list`` the old CPU. So every movable one
+        must be allowed off ``held``, and every one that fired between
+        two readings must be delivered off it."""
+        st = self.state()
+        if cpuset.format(held) != st.get('one_to_one'):
+            return None
+        refused = st.get('interrupts', {}).get('refused', {})
+        first = self.probe()
+        view = self.probe()
+        for n, i in self.virtio(view).items():
+            if n in refused:
+                continue
+            if _cpus(i['allowed']) & held:
+                return None
+            if i['count'] > first['irqs'][n]['count'] and \
+                    _cpus(i['effective']) & held:
+                return None
+        if cpumask.parse(view['workqueue']) & held:
+            return None
+        return view, st
+
+    def save(self, name):
+        where = os.environ.get('NPH_VM_FIGURES')
+        if where:
+            os.makedirs(where, exist_ok=True)
+            with open(os.path.join(where, name + '.json'), 'w') as f:
+                json.dump(self.figures, f, indent=1, sort_keys=True)
+
+    # -- the scenario -----------------------------------------------------
+
+    def delivered_on(self, held):
+        """The guest agent's interrupt (virtio0-virtqueues, which every
+        command through the agent fires) put on ``held``, as the kernel's
+        spread at boot or irqbalance may have put it: the test then has
+        an interrupt that must leave."""
+        view = self.probe()
+        n = [n for n, i in view['irqs'].items()
+             if i['name'] == 'virtio0-virtqueues'][0]
+        self.addCleanup(self.sh, 'echo %s > /proc/irq/%s/smp_affinity_list'
+                        % (view['irqs'][n]['allowed'], n), check=False)
+        self.sh('echo %s > /proc/irq/%s/smp_affinity_list'
+                % (cpuset.format(held), n))
+        self.wait_for('interrupt %s delivered on %s' % (
+            n, cpuset.format(held)), lambda: _cpus(
+                self.probe()['irqs'][n]['effective']) & held)
+
+    def follow_the_pins(self, irqbalance):
+        a = self.create_guest('irq-a', 2, node=1)
+        self.np('rebind')
+        held = self.held(a)
+        if irqbalance:
+            self.sh(['systemctl', 'start', 'irqbalance'])
+            self.wait_for('irqbalance socket', lambda: self.sh(
+                'ls /run/irqbalance/*.sock', check=False).rc == 0)
+        self.delivered_on(held)
+        before = self.probe(banned=irqbalance)
+        virtio = self.virtio(before)
+        self.assertTrue(virtio, before)
+        self.figures['before'] = before
+        self.figures['held'] = cpuset.format(held)
+
+        self.sh(['systemd-run', '--unit', WATCH, 'nova-pinning-isolate',
+                 '--config-file', base.CONF, 'watch'])
+        view, st = self.wait_for('virtio interrupts off CPUs %s'
+                                 % cpuset.format(held),
+                                 lambda: self.off(held), timeout=120)
+        refused = st['interrupts'].get('refused', {})
+        # The test shows something: a virtio interrupt that was delivered
+        # on a one-to-one CPU before is delivered elsewhere now.
+        moved = [n for n, i in virtio.items() if n not in refused and
+                 _cpus(i['effective']) & held and
+                 not _cpus(view['irqs'][n]['effective']) & held]
+        self.assertTrue(moved, ('no virtio interrupt left %s'
+                                % cpuset.format(held), before, view))
+        # Managed queue interrupts of the disks stay (refused, counted).
+        self.assertTrue(any(virtio[n]['name'].startswith(('virtio1-req',
+                                                          'virtio2-req'))
+                            for n in refused if n in virtio), refused)
+        status = json.loads(self.npi('status', '--format', 'json').out)
+        self.assertEqual(cpuset.format(held), status['one_to_one_cpus'])
+        self.assertIn('irqs_firing_on_one_to_one', status)
+        self.figures['one_to_one'] = {'view': view, 'state': st,
+                                      'status': status}
+        if irqbalance:
+            told = self.probe(banned=True)['banned']
+            self.assertTrue(held <= _cpus(told), told)
+            self.figures['one_to_one']['banned'] = told
+
+        # Node 1 goes to node range: everything comes back.
+        self.create_guest('irq-d', 2, node=1)
+        self.create_guest('irq-e', 1, node=1)
+        self.np('rebind')
+        self.assertEqual('node-range', self.planned()[a]['mode'])
+
+        def back():
+            st = self.state()
+            view = self.probe()
+            if st.get('one_to_one') != '' or \
+                    st.get('interrupts', {}).get('moved') or \
+                    view['workqueue'] != before['workqueue']:
+                return None
+            if not irqbalance and any(
+                    view['irqs'][n]['allowed'] != i['allowed']
+                    for n, i in virtio.items()):
+                return None
+            return view
+        view = self.wait_for('interrupts back with node range', back,
+                             timeout=120)
+        self.figures['node_range'] = view
+        if irqbalance:
+            self.assertEqual(before['banned'],
+                             self.probe(banned=True)['banned'])
+
+        # One-to-one again: they leave again.
+        for name in ('irq-d', 'irq-e'):
+            self.sh(['virsh', '-q', '-c', 'qemu:///system', 'destroy',
+                     base.PREFIX + name], timeout=180)
+        self.np('rebind')
+        held = self.held(a)
+        view, _ = self.wait_for('virtio interrupts off CPUs %s again'
+                                % cpuset.format(held),
+                                lambda: self.off(held), timeout=120)
+        self.figures['one_to_one_again'] = {'held': cpuset.format(held),
+                                            'view': view}
+
+        # undo: what was there before.
+        self.sh(['systemctl', 'stop', WATCH])
+        self.npi('undo')
+        view = self.probe(banned=irqbalance)
+        self.figures['undone'] = view
+        self.assertEqual(before['workqueue'], view['workqueue'])
+        self.assertEqual({}, self.state())
+        if irqbalance:
+            self.assertEqual(before['banned'], view['banned'])
+        else:
+            self.assertEqual(
+                {n: i['allowed'] for n, i in virtio.items()},
+                {n: view['irqs'][n]['allowed'] for n in virtio})
+
+    def test_irqbalance_stopped(self):
+        try:
+            self.follow_the_pins(irqbalance=False)
+        finally:
+            self.save('irqbalance-stopped')
+
+    def test_irqbalance_running(self):
+        try:
+            self.follow_the_pins(irqbalance=True)
+        finally:
+            self.save('irqbalance-running')

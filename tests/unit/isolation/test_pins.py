@@ -372,7 +372,7 @@ class TestMetrics(base.testtools.TestCase):
 
     def test_gauges(self):
         from nova_pinning_hooks.observe import metrics
-        from tests.unit.test_metrics import value
+        from tests.unit.observe.test_metrics import value
         text = metrics.exposition(metrics.HostView(isolation={
             'state': 'applied', 'mode': 'v1', 'one_to_one_cpus': '4-5',
             'irqs_moved': 7, 'irqs_refused': 2, 'irqs_on_one_to_one': 2,

@@ -9,6 +9,7 @@
 #                                               # servers, actions and admin
 #                                               # migration tests
 #
+# NPH_TEMPEST_CONCURRENCY=N runs N tempest workers (1 by default).
 # Each run prints tempest's own totals and leaves its subunit stream and
 # log under /var/lib/nph-cloud/tempest/<set>-<on|off>/. The cloud has no
 # network (guests boot with networks none), no volume service, no
@@ -121,7 +122,8 @@ EOF
     echo "=== tempest $set_, package $mode ==="
     local start rc=0
     start=$(date +%s)
-    (cd "$ws" && TEMPEST_CONFIG_DIR=$ws/etc "$venv/bin/tempest" run "${select[@]}" --concurrency 1 \
+    (cd "$ws" && TEMPEST_CONFIG_DIR=$ws/etc "$venv/bin/tempest" run "${select[@]}" \
+        --concurrency "${NPH_TEMPEST_CONCURRENCY:-1}" \
         --exclude-list "$top/tools/tempest-exclude.txt" \
         --subunit > "$ws/run.subunit") || rc=$?
     "$venv/bin/subunit2pyunit" --no-passthrough < "$ws/run.subunit" \

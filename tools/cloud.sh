@@ -132,18 +132,10 @@ wait_http() {  # URL NAME: until it answers (any HTTP status), 90 s
 
 # --- Debian's parts -------------------------------------------------------
 debian() {
-    local missing=() p
-    for p in mariadb-server rabbitmq-server curl openssh-server openssh-client; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
-            || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        log "installing ${missing[*]}"
-        apt-get update -qq
-        # Their postinst cannot start them without systemd: we do.
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-            --no-install-recommends "${missing[@]}" >/dev/null
-    fi
+    # setup-host.sh installs what is missing; their postinst cannot
+    # start these without systemd: we do, below.
+    NPH_EXTRA_PACKAGES="mariadb-server rabbitmq-server curl openssh-server openssh-client" \
+        "$top/tools/setup-host.sh" --packages-only
 }
 
 start_mariadb() {

@@ -26,6 +26,9 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           # the distribution-package steps of doc/source/deploy.rst
           # (tests/functional/test_deploy.py): Debian's own nova
           python3-nova python3-libvirt python3-pip)
+# More, for a caller that needs them too (tools/cloud.sh).
+read -r -a extra <<< "${NPH_EXTRA_PACKAGES:-}"
+packages+=("${extra[@]}")
 uri=qemu:///system
 state=/run/nova-pinning-hooks
 

@@ -76,6 +76,7 @@ export HYPOTHESIS_PROFILE=ci
 
 passed=0; failed=0; skipped=0; status=0
 failures=()  # "env: test id" of every failed test, repeated at the end
+why=$(mktemp)  # the end of the failed tests' tracebacks, shown last
 for e in "${envs[@]}"; do
     if [ "$e" = releasenotes ] && \
             [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
@@ -143,6 +144,10 @@ for e in "${envs[@]}"; do
             while read -r t; do
                 [ -n "$t" ] && failures+=("$e: $t")
             done < <("$envdir/bin/stestr" failing --list 2>/dev/null || true)
+            # Why, too: the end of each failure's traceback, printed again
+            # at the end where CI's tail shows it.
+            "$envdir/bin/stestr" failing 2>/dev/null | tail -n 40 \
+                | sed "s/^/[$e] /" >> "$why" || true
         fi
         if [ "$p" = 0 ]; then
             echo "=== $e ran no test ===" >&2
@@ -152,6 +157,8 @@ for e in "${envs[@]}"; do
 done
 # CI shows the head and the tail of this output: name what failed here,
 # where it can be read without the whole log.
+[ -s "$why" ] && { echo "=== why (the end of each failed env's tracebacks) ==="; cat "$why"; }
+rm -f "$why"
 for t in "${failures[@]}"; do echo "FAILED $t"; done
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status

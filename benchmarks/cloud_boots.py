@@ -118,6 +118,16 @@ def burst(conn, ids, n, package_on, conns, timeout=600):
         raise SystemExit('burst of %d not done in %d s' % (n, timeout))
     all_active = max(active.values()) - start
     lag = sorted(pinned_at[s] - active[s] for s in pinned_at)
+    # Each guest, to find a late one in the compute's log: its host,
+    # libvirt name, and when it was seen ACTIVE (wall clock) and pinned.
+    wall = time.time() - time.monotonic()
+    guests = [{'id': sid, 'host': info[sid][0], 'name': info[sid][1],
+               'active_at': time.strftime(
+                   '%H:%M:%S', time.localtime(active[sid] + wall)) +
+               ('%.2f' % ((active[sid] + wall) % 1))[1:],
+               'lag_s': (round(pinned_at[sid] - active[sid], 2)
+                         if sid in pinned_at else None)}
+              for sid in sorted(active, key=active.get)]
     hosts = {}
     for host, _ in info.values():
         hosts[host] = hosts.get(host, 0) + 1
@@ -130,7 +140,8 @@ def burst(conn, ids, n, package_on, conns, timeout=600):
             raise SystemExit('the burst\'s guests were not deleted')
         time.sleep(1)
     return {'all_active_s': round(all_active, 2), 'pin_lag_s': lag,
-            'hosts': hosts, 'listed_error_then_active': transient}
+            'hosts': hosts, 'listed_error_then_active': transient,
+            'guests': guests}
 
 
 def main():

@@ -467,18 +467,32 @@ databases() {
 }
 
 # --- the API services under uwsgi -----------------------------------------
-uwsgi_api() {  # NAME PORT MODULE ENV=VALUE [MORE INI LINES]
-    local name=$1 port=$2 module=$3 envvar=$4 more=${5:-}
+# The application: series 34 ships WSGI modules; series 29 (2024.1) only
+# pbr's generated scripts, which uwsgi loads as files.
+# Series 29's nova-api and neutron-api monkey-patch with eventlet: a uwsgi
+# worker of two native threads then loses RPC replies (nova-api's calls
+# time out after 60 s while the callee answered at once): one thread a
+# worker, as DevStack runs them.
+wsgi_app() {  # MODULE SCRIPT: the uwsgi lines that load it
+    case "$series" in
+        29) printf 'wsgi-file = %s\nthreads = 1\n' "$venv/bin/$2" ;;
+        *) printf 'module = %s\nthreads = 2\n' "$1" ;;
+    esac
+}
+
+uwsgi_api() {  # NAME PORT "MODULE SCRIPT" ENV=VALUE [MORE INI LINES]
+    local name=$1 port=$2 envvar=$4 more=${5:-}
+    # shellcheck disable=SC2086
+    local app; app=$(wsgi_app $3)
     alive "$name" && return 0
     cat > "$etc/$name-uwsgi.ini" <<EOF
 [uwsgi]
 http-socket = 127.0.0.1:$port
-module = $module
+$app
 virtualenv = $venv
 env = $envvar
 master = true
 processes = 2
-threads = 2
 enable-threads = true
 lazy-apps = true
 die-on-term = true
@@ -497,21 +511,26 @@ EOF
 }
 
 start_apis() {
-    uwsgi_api keystone 5000 keystone.wsgi.api \
+    uwsgi_api keystone 5000 "keystone.wsgi.api keystone-wsgi-public" \
         "OS_KEYSTONE_CONFIG_FILES=$etc/keystone/keystone.conf"
     wait_http http://127.0.0.1:5000/v3 keystone
-    uwsgi_api placement 8778 placement.wsgi.api "OS_PLACEMENT_CONFIG_DIR=$etc/placement"
-    uwsgi_api glance 9292 glance.wsgi.api "OS_GLANCE_CONFIG_DIR=$etc/glance"
-    uwsgi_api neutron 9696 neutron.wsgi.api \
+    uwsgi_api placement 8778 "placement.wsgi.api placement-api" "OS_PLACEMENT_CONFIG_DIR=$etc/placement"
+    uwsgi_api glance 9292 "glance.wsgi.api glance-wsgi-api" "OS_GLANCE_CONFIG_DIR=$etc/glance"
+    uwsgi_api neutron 9696 "neutron.wsgi.api neutron-api" \
         "OS_NEUTRON_CONFIG_FILES=$etc/neutron/neutron.conf;$etc/neutron/ml2_conf.ini" \
         "pythonpath = $etc/neutron
 import = nph_neutron_models"
-    uwsgi_api nova-api 8774 nova.wsgi.osapi_compute \
+    uwsgi_api nova-api 8774 "nova.wsgi.osapi_compute nova-api-wsgi" \
         "OS_NOVA_CONFIG_FILES=$etc/nova/api-paste.ini;$etc/nova/nova.conf;$etc/nova/nova-db.conf"
     wait_http http://127.0.0.1:8778/ placement
     wait_http http://127.0.0.1:9292/ glance
     wait_http http://127.0.0.1:9696/ neutron
     wait_http http://127.0.0.1:8774/ nova-api
+}
+
+# After bootstrap: nova 29's conductor asks keystone (as the nova user)
+# at start and exits when that user does not exist yet.
+start_nova_services() {
     spawn nova-conductor "$venv/bin/nova-conductor" --config-file "$etc/nova/nova.conf" \
         --config-file "$etc/nova/nova-db.conf" \
         --log-file "$LOG/nova-conductor.log"
@@ -741,6 +760,7 @@ up() {
     databases
     start_apis
     bootstrap
+    start_nova_services
     clouds_yaml
     for n in 1 2; do start_libvirtd "$n"; done
     for n in 1 2; do

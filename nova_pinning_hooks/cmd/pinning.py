@@ -164,8 +164,13 @@ def parse_args(argv, conf=None):
     conf_mod.register_opts(conf)
     logging.register_options(conf)
     # oslo.log writes to stdout unless told otherwise: stdout carries the
-    # command's output (JSON), so log lines go to stderr.
-    conf.set_default('use_stderr', True)
+    # command's output (JSON), so log lines go to stderr. Not in
+    # nova-compute's pass worker (``--requests-on-stdin``): it logs where
+    # nova's own configuration says, as nova-compute does; with stderr as
+    # well, each line came twice where nova-compute's stderr goes to its
+    # log file (and its stdout, which oslo.log falls back to, is nova's).
+    if '--requests-on-stdin' not in (argv or ()):
+        conf.set_default('use_stderr', True)
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers,
                                             title='commands'))
     common.parse(conf, argv, 'nova-pinning-hooks', PROG)

@@ -251,9 +251,12 @@ class Agent:
                           'starting it again', worker.returncode)
                 worker.stdin.close()  # the dead one's pipe
             try:
+                # Its stdout and stderr are nova-compute's: where nova's
+                # logging configuration sends nova's own lines, it sends
+                # its own (it prints nothing else).
                 worker = self.worker = subprocess.Popen(
                     self.child_argv(), stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL, close_fds=True)
+                    close_fds=True)
             except OSError as exc:
                 LOG.error('nova-pinning-hooks: pass worker not started: '
                           '%s', exc)

@@ -112,6 +112,8 @@ class TestOperations(base.CloudTestCase):
             self.set_compute2(True)
         c.live_migrate_server(a, host='nph-compute2', block_migration='auto')
         self.wait_host(a, 'nph-compute2')
+        if not base.nova_moves_the_shared_set():
+            self.kept_pool[a.id] = base.POOL['nph-compute1']
         self.step(rec, 'live-migrate a to nph-compute2', package_on)
         c.migrate_server(b, host='nph-compute2')
         w(b, 'VERIFY_RESIZE')

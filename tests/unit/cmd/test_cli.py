@@ -165,3 +165,22 @@ class TestConsoleScript(testtools.TestCase):
             self.assertEqual((2, ''), (proc.returncode, proc.stdout))
             self.assertEqual('nova-pinning: error: %s: %s\n' % (path, why),
                              proc.stderr)
+
+
+class TestWhereLogLinesGo(testtools.TestCase):
+    """A command logs on stderr (stdout is its output); nova-compute's
+    pass worker logs as nova's configuration says, as nova does."""
+
+    def test_commands_log_on_stderr(self):
+        for argv in (['agent'], ['status'], ['plan', '--snapshot', 'x.json']):
+            self.assertTrue(pinning.parse_args(argv).use_stderr, argv)
+
+    def test_nova_computes_pass_worker_follows_novas_configuration(self):
+        argv = ['agent', '--connection', 'qemu:///system',
+                '--requests-on-stdin']
+        self.assertFalse(pinning.parse_args(argv).use_stderr)
+        path = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        with open(path, 'w') as f:
+            f.write('[DEFAULT]\nuse_stderr = true\n')
+        self.assertTrue(
+            pinning.parse_args(['--config-file', path] + argv).use_stderr)

@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
+run_start=$(date +%s)  # for the "all" of the times line at the end
 
 if [ "$(id -u)" != 0 ]; then
     echo "run-tests.sh: run me as root (functional tests drive libvirtd)" >&2
@@ -77,7 +78,11 @@ export HYPOTHESIS_PROFILE=ci
 passed=0; failed=0; skipped=0; status=0
 failures=()  # "env: test id" of every failed test, repeated at the end
 why=$(mktemp)  # the end of the failed tests' tracebacks, shown last
+times=()  # "env seconds", the end of the output says how long each took
+prev=; t0=$(date +%s)
 for e in "${envs[@]}"; do
+    [ -n "$prev" ] && times+=("$prev $(( $(date +%s) - t0 ))s")
+    prev=$e; t0=$(date +%s)
     if [ "$e" = releasenotes ] && \
             [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
         # reno reads the notes' history from git and fails on a shallow
@@ -96,6 +101,7 @@ for e in "${envs[@]}"; do
                 continue
             fi
             echo "=== cloud up after $(( $(date +%s) - start )) s ==="
+            times+=("cloud-up($e) $(( $(date +%s) - start ))s")
             ;;
     esac
     if [ "$e" = tempest ] || [ "$e" = tempest-smoke ]; then
@@ -157,6 +163,8 @@ for e in "${envs[@]}"; do
 done
 # CI shows the head and the tail of this output: name what failed here,
 # where it can be read without the whole log.
+[ -n "$prev" ] && times+=("$prev $(( $(date +%s) - t0 ))s")
+echo "times: ${times[*]}; all $(( $(date +%s) - run_start ))s"
 [ -s "$why" ] && { echo "=== why (the end of each failed env's tracebacks) ==="; cat "$why"; }
 rm -f "$why"
 for t in "${failures[@]}"; do echo "FAILED $t"; done

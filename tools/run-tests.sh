@@ -78,6 +78,7 @@ export HYPOTHESIS_PROFILE=ci
 passed=0; failed=0; skipped=0; status=0
 failures=()  # "env: test id" of every failed test, repeated at the end
 why=$(mktemp)  # the end of the failed tests' tracebacks, shown last
+trap 'rm -f "$why"' EXIT
 times=()  # "env seconds", the end of the output says how long each took
 prev=; t0=$(date +%s)
 for e in "${envs[@]}"; do
@@ -166,7 +167,6 @@ done
 [ -n "$prev" ] && times+=("$prev $(( $(date +%s) - t0 ))s")
 echo "times: ${times[*]}; all $(( $(date +%s) - run_start ))s"
 [ -s "$why" ] && { echo "=== why (the end of each failed env's tracebacks) ==="; cat "$why"; }
-rm -f "$why"
 for t in "${failures[@]}"; do echo "FAILED $t"; done
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status

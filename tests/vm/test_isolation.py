@@ -51,10 +51,12 @@ class TestIsolation(base.VMTestCase):
                       self.npi('status').out)
 
         # A restarted service starts confined (a new process in its
-        # slice).
+        # slice). systemctl can return before the new virtlogd is there
+        # under its name (CI once found none: forked, not yet exec'd).
         before = self.processes('virtlogd')['virtlogd']['pid']
         self.sh(['systemctl', 'restart', 'virtlogd'])
-        after = self.processes('virtlogd')['virtlogd']
+        after = self.wait_for('virtlogd running again', lambda: (
+            self.processes('virtlogd')['virtlogd']), timeout=30)
         self.assertNotEqual(before, after['pid'])
         self.assertEqual(RESERVED, after['allowed'])
 

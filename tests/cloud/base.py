@@ -63,8 +63,8 @@ TIMEOUT = 240
 #   for a guest bumps the provider's generation while nova-compute writes
 #   its inventory with the one it had; nova's resource tracker retries at
 #   once, and its report client logs the 409 as an ERROR first; seen
-#   twice in one CI run, at a claim and in the periodic update; the
-#   package never writes to placement).
+#   three times in an hour, package on and off, at a claim and in the
+#   periodic update; the package never writes to placement).
 NOVA_OWN = (('Graceful shutdown', 'oslo.service.backend._threading.'
              'loopingcall', 'A dynamic interval looping call'),
             ('concurrently updated the resource provider data',),

@@ -735,6 +735,14 @@ clouds:
 EOF
     chmod 0600 "$tmp"
     mv -f "$tmp" /etc/openstack/clouds.yaml
+    # The cloud's openstack client on PATH, so that 'openstack --os-cloud
+    # nph-admin ...' works as the README says; never over a client of
+    # someone else's (only a missing one or a link of ours is replaced).
+    local cli=/usr/local/bin/openstack
+    if [ ! -e "$cli" ] && [ ! -L "$cli" ] || \
+            { [ -L "$cli" ] && [[ $(readlink "$cli") == "$CACHE"/venv-*/bin/openstack ]]; }; then
+        ln -sfn "$venv/bin/openstack" "$cli"
+    fi
 }
 
 wait_computes() {  # both nova-compute services up, both hosts in a cell
@@ -815,8 +823,8 @@ demo() {  # what a newcomer sees: the package inside nova, in one step
             --config-file "$e/pinning$n.conf" status || true
     done
     echo
-    echo "The guests stay: openstack --os-cloud nph server list;" \
-         "openstack --os-cloud nph server delete nph-demo-1 nph-demo-2 nph-demo-3"
+    echo "The guests stay: openstack --os-cloud nph-admin server list;" \
+         "openstack --os-cloud nph-admin server delete nph-demo-1 nph-demo-2 nph-demo-3"
 }
 
 case "$cmd" in

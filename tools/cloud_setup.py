@@ -162,8 +162,9 @@ def wait_computes(conn, hosts):
 
 
 def demo(password, state):
-    """Three guests booted through the API as the member user, one after
-    the other on nph-compute1: one-to-one while they fit, node range when
+    """Three guests booted through the API (as admin, in the admin
+    project: only an admin may name the host), one after the other on
+    nph-compute1: one-to-one while they fit, node range when
     the third comes; each vCPU thread's Cpus_allowed_list shown."""
     with open(os.path.join(state, 'cloud.json')) as f:
         ids = json.load(f)

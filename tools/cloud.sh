@@ -47,6 +47,7 @@ LIBVIRT_PORTS=(16521 16522)
 SSH_PORTS=(2211 2212)  # nova copies disks between hosts with ssh/scp
 
 series=34
+started_computes=()  # the nova-computes this run started (wait_rpc_servers)
 package=on
 cmd=${1:-}
 [ $# -gt 0 ] && shift
@@ -678,6 +679,7 @@ start_compute() {  # N
     # shellcheck disable=SC2046
     spawn "nova-compute$n" nsenter -t "$pid" -m -u -C -- \
         "$venv/bin/nova-compute" $(nova_conf_args "$n")
+    started_computes+=("$n")
 }
 
 stop_daemon() {  # N NAME PIDFILE: a host's daemon, by its pid file
@@ -749,6 +751,28 @@ wait_computes() {  # both nova-compute services up, both hosts in a cell
     "$py" "$top/tools/cloud_setup.py" --password "$PASS" --state "$STATE" \
         --wait-computes "${HOSTS[*]}" >> "$LOG/bootstrap.log" 2>&1 \
         || die "the nova-computes did not come up (see $LOG/nova-compute1.log, $LOG/bootstrap.log)"
+    wait_rpc_servers
+}
+
+# A nova-compute just started is ready once its RPC queue has a consumer:
+# nova starts its RPC server after init_host. The API cannot tell: the
+# service is "up" from the last process's heartbeat. A guest booted onto
+# a host during its init_host is set to ERROR by it (BUILDING at start-up
+# means "failed to spawn") and then built by the RPC that follows: seen
+# as ERROR with no fault, then ACTIVE.
+wait_rpc_servers() {
+    local n deadline=$(( $(date +%s) + 180 )) queue
+    for n in "${started_computes[@]}"; do
+        queue=compute.${HOSTS[$((n - 1))]}
+        until timeout 30 rabbitmqctl -q -n rabbit@localhost list_queues name consumers 2>/dev/null \
+                | awk -v q="$queue" '$1 == q && $2 > 0 { found = 1 } END { exit !found }'; do
+            alive "nova-compute$n" || die "nova-compute$n exited (see $LOG/nova-compute$n.log)"
+            [ "$(date +%s)" -lt "$deadline" ] \
+                || die "nova-compute$n did not start its RPC server in 180 s (see $LOG/nova-compute$n.log)"
+            sleep 0.5
+        done
+    done
+    started_computes=()
 }
 
 up() {

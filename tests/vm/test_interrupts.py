@@ -52,9 +52,19 @@ class TestInterrupts(base.VMTestCase):
     # -- the kernel's view --------------------------------------------------
 
     def probe(self, banned=False):
-        return json.loads(self.sh(['python3', IRQPROBE] +
-                                  (['banned'] if banned else []),
-                                  timeout=60).out)
+        # irqbalance answers its socket from the loop that also rescans:
+        # in this TCG VM on a busy host a rescan (after it was told new
+        # CPUs) once kept it from answering within the 15 s bound. Asked
+        # again then, up to four times; any other failure fails at once.
+        for _ in range(4):
+            out = self.sh(['python3', IRQPROBE] +
+                          (['banned'] if banned else []),
+                          timeout=60, check=False)
+            if out.rc == 0:
+                return json.loads(out.out)
+            if not (banned and 'timed out' in out.err):
+                break
+        self.fail('irqprobe failed: %r' % (out,))
 
     @staticmethod
     def virtio(view):
@@ -123,6 +133,14 @@ class TestInterrupts(base.VMTestCase):
             n, cpuset.format(held)), lambda: _cpus(
                 self.probe()['irqs'][n]['effective']) & held)
 
+    def wait_banned(self, banned):
+        """irqbalance's banned CPUs back to ``banned``. Told its own choice
+        again (``settings cpus NULL``), irqbalance 1.9.2 still answers
+        ``setup`` with the list it was given until its next rescan (CI
+        once read '4-5' right after undo): up to two of its 10 s cycles."""
+        self.wait_for('irqbalance banning %r again' % banned, lambda: (
+            self.probe(banned=True)['banned'] == banned), timeout=60)
+
     def follow_the_pins(self, irqbalance):
         a = self.create_guest('irq-a', 2, node=1)
         self.np('rebind')
@@ -187,8 +205,7 @@ class TestInterrupts(base.VMTestCase):
                              timeout=120)
         self.figures['node_range'] = view
         if irqbalance:
-            self.assertEqual(before['banned'],
-                             self.probe(banned=True)['banned'])
+            self.wait_banned(before['banned'])
 
         # One-to-one again: they leave again.
         for name in ('irq-d', 'irq-e'):
@@ -210,7 +227,7 @@ class TestInterrupts(base.VMTestCase):
         self.assertEqual(before['workqueue'], view['workqueue'])
         self.assertEqual({}, self.state())
         if irqbalance:
-            self.assertEqual(before['banned'], view['banned'])
+            self.wait_banned(before['banned'])
         else:
             self.assertEqual(
                 {n: i['allowed'] for n, i in virtio.items()},

@@ -20,6 +20,7 @@ import testtools
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import cpuset
+from tests import machine
 
 URI = 'qemu:///system'
 PREFIX = 'nph-func-'
@@ -62,7 +63,7 @@ def _missing():
         return 'libvirtd does not answer on %s: %s' % (URI, exc)
     if not os.path.exists('/usr/bin/qemu-system-x86_64'):
         return 'qemu-system-x86_64 is not installed'
-    return None
+    return machine.cpus_unlike_tests()
 
 
 def require(test, missing):

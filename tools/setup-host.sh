@@ -46,9 +46,15 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
-    apt-get update -qq
+    # What Debian's mirror serves differs from day to day: a failure here
+    # says so in one line (apt's own words above it), not as a test error.
+    apt-get update -qq || {
+        echo "setup-host.sh: apt-get update failed (Debian's mirror; apt says why above)" >&2
+        exit 1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends "${missing[@]}" >/dev/null
+        --no-install-recommends "${missing[@]}" >/dev/null || {
+        echo "setup-host.sh: Debian's mirror did not install: ${missing[*]} (apt says why above)" >&2
+        exit 1; }
 fi
 [ "${1:-}" = "--packages-only" ] && exit 0
 

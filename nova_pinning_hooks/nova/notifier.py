@@ -13,6 +13,13 @@ The driver's ``__init__`` activates the package, in nova-compute only
 nova builds it before it sets up logging, so the package's records from
 activation on are held (``earlylog``) and written to nova-compute's log
 as soon as nova's logging is set up.
+
+The option is a list, and deployment tools merge configuration by
+replacing an option's values: an override that names only
+``nova_pinning`` silently drops ``messagingv2``, and with it every
+notification other services (ceilometer, designate, ...) consumed. So at
+activation one line names the other drivers configured beside ours, or
+says that there are none.
 """
 
 from oslo_log import log as logging
@@ -21,6 +28,7 @@ from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import earlylog
 
 LOG = logging.getLogger(__name__)
+DRIVER_NAME = 'nova_pinning'  # setup.cfg's entry point
 
 
 class ActivationDriver:
@@ -37,6 +45,25 @@ class ActivationDriver:
         except Exception:
             LOG.exception('nova-pinning-hooks: activation failed; nova '
                           'runs on without it')
+        others = other_drivers(conf)
+        if others:
+            LOG.info("nova-pinning-hooks: nova's notifications from this "
+                     'compute also go to the notification drivers: %s',
+                     ', '.join(others))
+        else:
+            LOG.info('nova-pinning-hooks: other notification drivers: '
+                     "none: no other service receives nova's notifications "
+                     'from this compute')
 
     def notify(self, ctxt, message, priority, retry):
         return None
+
+
+def other_drivers(conf):
+    """The notification drivers configured beside ours (``noop`` sends
+    nothing, so it is none)."""
+    try:
+        names = conf.oslo_messaging_notifications.driver
+    except Exception:  # not registered (not oslo.messaging's Notifier)
+        return []
+    return [n for n in names or () if n not in (DRIVER_NAME, 'noop')]

@@ -1,6 +1,7 @@
 """The in-nova runtime: activation, passes in or out of process, the
 notifier switch."""
 
+import logging
 import os
 import sys
 import time
@@ -249,6 +250,34 @@ class TestNotifierSwitch(AgentTestCase):
             drv = notifier.ActivationDriver(conf, topics=['n'],
                                             transport=None)
         self.assertIsNone(drv.notify({}, {'event_type': 'x'}, 'INFO', -1))
+
+    def notifications_to(self, drivers):
+        """What activation says of the other notification drivers."""
+        conf = nova_like_conf(self)
+        conf.register_opts([cfg.MultiStrOpt('driver', default=[])],
+                           group='oslo_messaging_notifications')
+        conf.set_override('driver', drivers,
+                          group='oslo_messaging_notifications')
+        logs = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+        with mock.patch.object(agent, 'in_nova_compute',
+                               return_value=True), \
+                mock.patch.object(agent, 'activate', return_value=None):
+            notifier.ActivationDriver(conf, topics=['n'], transport=None)
+        return [line for line in logs.output.splitlines()
+                if 'notification drivers' in line]
+
+    def test_activation_names_the_other_notification_drivers(self):
+        self.assertEqual(
+            ["nova-pinning-hooks: nova's notifications from this compute "
+             'also go to the notification drivers: messagingv2, log'],
+            self.notifications_to(['messagingv2', 'nova_pinning', 'log']))
+
+    def test_activation_says_when_no_other_service_gets_notifications(self):
+        for drivers in (['nova_pinning'], ['nova_pinning', 'noop']):
+            self.assertEqual(
+                ['nova-pinning-hooks: other notification drivers: none: no '
+                 "other service receives nova's notifications from this "
+                 'compute'], self.notifications_to(drivers))
 
     def test_in_nova_compute(self):
         with mock.patch.object(sys, 'argv', ['/usr/bin/nova-compute']):

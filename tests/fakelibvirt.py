@@ -41,6 +41,7 @@ VIR_DOMAIN_SHUTOFF = 5
 VIR_DOMAIN_JOB_NONE = 0
 VIR_DOMAIN_JOB_BOUNDED = 1
 VIR_DOMAIN_JOB_UNBOUNDED = 2
+VIR_DOMAIN_JOB_COMPLETED = 3
 VIR_DOMAIN_JOB_OPERATION_UNKNOWN = 0
 VIR_DOMAIN_JOB_OPERATION_START = 1
 VIR_DOMAIN_JOB_OPERATION_SAVE = 2
@@ -277,12 +278,14 @@ class FakeDomain:
             job.set()
         self._host.emit(self, 'LIFECYCLE', 0, 0)  # started
 
-    def start_job(self, operation=VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT):
+    def start_job(self, operation=VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT,
+                  kind=VIR_DOMAIN_JOB_UNBOUNDED):
         """A job of libvirt's holds the domain while it keeps running
         (the source of a live migration until its switch-over): pin calls
-        wait until ``end_job``; ``jobStats`` tells of it."""
+        wait until ``end_job``; ``jobStats`` tells of it (``kind``
+        completed: qemu's part is done, libvirt's job still holds it)."""
         self.job = threading.Event()
-        self.job_stats = (VIR_DOMAIN_JOB_UNBOUNDED, operation)
+        self.job_stats = (kind, operation)
 
     def end_job(self):
         """The job ends, and its completion event goes out."""

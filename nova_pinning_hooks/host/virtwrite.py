@@ -168,7 +168,7 @@ class Writer:
                 LOG.warning('guest %s: its job not read (%s); a write '
                             'may wait for one', name, exc)
             return None
-        if stats.get('type') not in libvirtapi.JOB_ACTIVE:
+        if stats.get('type', libvirtapi.JOB_NONE) == libvirtapi.JOB_NONE:
             return None
         return libvirtapi.JOB_OPERATION.get(stats.get('operation'),
                                             'in a job')

@@ -242,6 +242,23 @@ class TestApply(AdapterTestCase):
                                        [c.name for c in result.applied]))
         self.assertIn('migrating in', result.skipped[0][1])
 
+    def test_a_job_completed_in_qemu_still_holds_the_guest(self):
+        # Seen on the real libvirtd (tests/functional/test_held_jobs.py):
+        # a live dump whose qemu part had completed ('type': completed)
+        # while libvirt still wrote it out held the domain; the pin call
+        # waited for it.
+        self.adapter.call_timeout = 1.0
+        a = self.fake.add_domain('a', 1)
+        a.start_job(fakelibvirt.VIR_DOMAIN_JOB_OPERATION_DUMP,
+                    kind=fakelibvirt.VIR_DOMAIN_JOB_COMPLETED)
+        self.addCleanup(lambda: a.job and a.job.set())
+        b = self.fake.add_domain('b', 1)
+        result = self.adapter.apply([change(a, 'vcpu', '1', 0),
+                                     change(b, 'vcpu', '2', 0)])
+        self.assertEqual(([], ['b']), (result.error,
+                                       [c.name for c in result.applied]))
+        self.assertIn('being dumped', result.skipped[0][1])
+
     def test_a_guest_whose_job_read_fails_is_written(self):
         # A driver without jobStats: written as before (its write says
         # what else may be wrong).

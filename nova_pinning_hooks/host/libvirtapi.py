@@ -55,10 +55,9 @@ HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
 # A running domain can be held too: the source of a live migration runs
 # until the switch-over (minutes for a large guest), a live dump or a
 # backup never pauses it. Its job shows only in ``jobStats``: any type
-# but none while libvirt's job lasts, "completed" included (a live dump's
-# qemu part completed while libvirt still wrote it out held the domain,
-# and a pin call waited: tests/functional/test_held_jobs.py); why is in
-# its operation.
+# but none, "completed" included (a live dump here read "completed"
+# while libvirt still wrote it out; security.rst, "A guest held by a job
+# of libvirt's"); why is in its operation.
 JOB_NONE = libvirt.VIR_DOMAIN_JOB_NONE
 JOB_OPERATION = {getattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name): text
                  for name, text in (('MIGRATION_OUT', 'migrating'),

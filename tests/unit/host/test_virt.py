@@ -243,10 +243,9 @@ class TestApply(AdapterTestCase):
         self.assertIn('migrating in', result.skipped[0][1])
 
     def test_a_job_completed_in_qemu_still_holds_the_guest(self):
-        # Seen on the real libvirtd (tests/functional/test_held_jobs.py):
-        # a live dump whose qemu part had completed ('type': completed)
-        # while libvirt still wrote it out held the domain; the pin call
-        # waited for it.
+        # Seen on the real libvirtd (security.rst): a live dump read
+        # 'type': completed while libvirt still wrote it out, its job
+        # still there.
         self.adapter.call_timeout = 1.0
         a = self.fake.add_domain('a', 1)
         a.start_job(fakelibvirt.VIR_DOMAIN_JOB_OPERATION_DUMP,

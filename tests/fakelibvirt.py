@@ -38,6 +38,18 @@ VIR_DOMAIN_STATS_VCPU = 8
 VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE = 1
 VIR_CONNECT_GET_ALL_DOMAINS_STATS_PAUSED = 32
 VIR_DOMAIN_SHUTOFF = 5
+VIR_DOMAIN_JOB_NONE = 0
+VIR_DOMAIN_JOB_BOUNDED = 1
+VIR_DOMAIN_JOB_UNBOUNDED = 2
+VIR_DOMAIN_JOB_COMPLETED = 3
+VIR_DOMAIN_JOB_OPERATION_UNKNOWN = 0
+VIR_DOMAIN_JOB_OPERATION_START = 1
+VIR_DOMAIN_JOB_OPERATION_SAVE = 2
+VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN = 4
+VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT = 5
+VIR_DOMAIN_JOB_OPERATION_SNAPSHOT = 6
+VIR_DOMAIN_JOB_OPERATION_DUMP = 8
+VIR_DOMAIN_JOB_OPERATION_BACKUP = 9
 
 VIR_ERR_INTERNAL_ERROR = 1
 VIR_ERR_SYSTEM_ERROR = 38
@@ -45,6 +57,7 @@ VIR_ERR_NO_DOMAIN = 42
 VIR_ERR_INVALID_ARG = 8
 VIR_ERR_OPERATION_INVALID = 55
 VIR_ERR_OPERATION_TIMEOUT = 68
+VIR_ERR_OPERATION_UNSUPPORTED = 84
 VIR_FROM_QEMU = 10
 VIR_FROM_RPC = 7
 VIR_FROM_DOMAIN = 20
@@ -220,6 +233,10 @@ class FakeDomain:
         # A job of libvirt's holding the domain (its start, a migration):
         # calls that need a job of their own (pins) wait until it is set.
         self.job = None
+        # What jobStats reports of it: (type, operation); a running
+        # domain's job (``start_job``) shows only there.
+        self.job_stats = (VIR_DOMAIN_JOB_NONE,
+                          VIR_DOMAIN_JOB_OPERATION_UNKNOWN)
         self.id = host.next_id
         host.next_id += 1
         for vcpu, cpus in re.findall(
@@ -260,6 +277,38 @@ class FakeDomain:
         if job is not None:
             job.set()
         self._host.emit(self, 'LIFECYCLE', 0, 0)  # started
+
+    def start_job(self, operation=VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT,
+                  kind=VIR_DOMAIN_JOB_UNBOUNDED):
+        """A job of libvirt's holds the domain while it keeps running
+        (the source of a live migration until its switch-over): pin calls
+        wait until ``end_job``; ``jobStats`` tells of it (``kind``
+        completed: qemu's part is done, libvirt's job still holds it)."""
+        self.job = threading.Event()
+        self.job_stats = (kind, operation)
+
+    def end_job(self):
+        """The job ends, and its completion event goes out."""
+        self.job_stats = (VIR_DOMAIN_JOB_NONE,
+                          VIR_DOMAIN_JOB_OPERATION_UNKNOWN)
+        job, self.job = self.job, None
+        if job is not None:
+            job.set()
+        self._host.emit(self, 'JOB_COMPLETED', {})
+
+    def jobStats(self, flags=0):  # noqa: N802
+        """The current job, as libvirt-python's dict (a query job in
+        libvirt: runs beside a migration; an incoming migration's domain
+        refuses it)."""
+        self._live('jobStats')
+        kind, operation = self.job_stats
+        if operation == VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN:
+            raise libvirtError('Operation not supported: migration '
+                               'statistics are available only on the source '
+                               'host', VIR_ERR_OPERATION_UNSUPPORTED)
+        if kind == VIR_DOMAIN_JOB_NONE:
+            return {'type': kind}
+        return {'type': kind, 'operation': operation, 'time_elapsed': 1}
 
     def isActive(self):  # noqa: N802
         self._call('isActive')

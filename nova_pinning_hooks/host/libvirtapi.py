@@ -5,7 +5,8 @@ What the connection (``virt``), its reads (``virtread``) and its writes
 (``virtwrite``) share: the libvirt module itself (``libvirt``, the one
 place tests swap it: ``tests/fixtures.py``), the error codes they sort
 faults by (``GONE``, ``BUSY``, ``code``), why libvirt holds a paused
-domain (``HELD``), the time-bound fault (``LibvirtTimeout``), the clock
+domain (``HELD``) and what its running job is (``JOB_NONE``,
+``JOB_OPERATION``), the time-bound fault (``LibvirtTimeout``), the clock
 of samples (``now``) and the pid libvirt recorded for a guest
 (``qemu_pid``). It imports none of them back: they import it.
 
@@ -13,8 +14,9 @@ Invariants:
 
 * The three modules reach libvirt as ``libvirtapi.libvirt`` at call time,
   never by a name bound at import: a swapped module is seen at once.
-* ``GONE``, ``BUSY`` and ``HELD`` are read from libvirt at import; the
-  fake libvirt uses the same numbers, so they match its errors too.
+* ``GONE``, ``BUSY``, ``HELD`` and the ``JOB_`` names are read from
+  libvirt at import; the fake libvirt uses the same numbers, so they
+  match its errors too.
 """
 
 import time
@@ -50,6 +52,24 @@ HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
                            ('SAVE', 'being saved'), ('DUMP', 'being dumped'),
                            ('SNAPSHOT', 'in a snapshot'))
         if hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
+# A running domain can be held too: the source of a live migration runs
+# until the switch-over (minutes for a large guest), a live dump or a
+# backup never pauses it. Its job shows only in ``jobStats``: any type
+# but none, "completed" included (a live dump here read "completed"
+# while libvirt still wrote it out; security.rst, "A guest held by a job
+# of libvirt's"); why is in its operation.
+JOB_NONE = libvirt.VIR_DOMAIN_JOB_NONE
+JOB_OPERATION = {getattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name): text
+                 for name, text in (('MIGRATION_OUT', 'migrating'),
+                                    ('MIGRATION_IN', 'migrating in'),
+                                    ('SAVE', 'being saved'),
+                                    ('DUMP', 'being dumped'),
+                                    ('SNAPSHOT', 'in a snapshot'),
+                                    ('BACKUP', 'in a backup'))
+                 if hasattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name)}
+# jobStats of an incoming migration's domain: libvirt refuses it ("only on
+# the source host"); that domain is held all the same.
+JOB_UNSUPPORTED = libvirt.VIR_ERR_OPERATION_UNSUPPORTED
 
 
 now = time.monotonic  # the clock of samples; tests replace it

@@ -22,15 +22,19 @@ Invariants:
 * no proof, no facts: ``read`` returns None and the caller treats the
   guest's ``/proc`` facts as unknown (memory placement from libvirt's
   XML, no drift check, no ``schedstat``);
-* each guest without proof is logged once (a warning, per guest and pid,
-  again only after it was proven meanwhile) and listed by ``unknown``
-  (``status`` shows it); nothing is guessed;
+* each guest without proof is listed by ``unknown`` (``status`` shows
+  it) and logged once per guest and pid (again only after it was proven
+  meanwhile): at debug level first, since in a burst of boots libvirt
+  records the pid of its child before the child has exec'd qemu (the
+  next read proves it), and as a warning once a read still finds no
+  proof ``PERSISTS`` seconds after the first; nothing is guessed;
 * files are read as regular files of bounded size, without following
   links (``safefs``); nothing is written.
 """
 
 import os
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -43,6 +47,10 @@ LOG = logging.getLogger(__name__)
 CMDLINE_LIMIT = 1 << 17
 STAT_LIMIT = 4096
 MAX_REMEMBERED = 4096  # guests remembered as unknown, at most
+# Seconds a pid stays unproven before it is a warning: libvirt's child
+# execs qemu within milliseconds of its fork, and a pass reads a guest
+# again only after an event or a resync.
+PERSISTS = 10.0
 
 
 def names_guest(cmdline, name):
@@ -103,8 +111,10 @@ class Proof:
 
     def __init__(self, proc='/proc'):
         self.proc = proc
+        self.clock = time.monotonic  # tests replace it
         self._lock = threading.Lock()
-        self._unknown = {}  # guest name -> (pid, why)
+        # guest name -> (pid, why, when first unproven, warned)
+        self._unknown = {}
 
     def read(self, name, pid, reader):
         """``reader(pid)`` when ``pid`` is proven to be ``name``'s qemu
@@ -126,20 +136,31 @@ class Proof:
                 self._unknown.pop(name, None)
 
     def _refuse(self, name, pid, why):
+        now = self.clock()
         with self._lock:
             said = self._unknown.get(name)
+            if said is not None and said[0] != pid:
+                said = None  # another pid: another story
             if len(self._unknown) >= MAX_REMEMBERED and said is None:
                 self._unknown.clear()  # bounded; at worst said again
-            self._unknown[name] = (pid, why)
-        if said is None or said[0] != pid:
+            first, warned = (now, False) if said is None else said[2:]
+            warn = not warned and now - first >= PERSISTS
+            self._unknown[name] = (pid, why, first, warned or warn)
+        if warn:
             LOG.warning('guest %s: pid %d from libvirt is not proven to be '
-                        'its qemu: %s (another PID namespace?); its memory '
-                        'placement, vCPU affinity and schedstat are '
-                        'unknown here: not read, no drift check', name,
-                        pid, why)
+                        'its qemu for %.0f s: %s (another PID namespace?); '
+                        'its memory placement, vCPU affinity and schedstat '
+                        'are unknown here: not read, no drift check', name,
+                        pid, now - first, why)
+        elif said is None:
+            LOG.debug('guest %s: pid %d from libvirt is not proven to be '
+                      'its qemu yet: %s (libvirt\'s child before it '
+                      'exec\'d qemu, or another PID namespace: a warning '
+                      'if it lasts %.0f s); its /proc facts are unknown '
+                      'meanwhile', name, pid, why, PERSISTS)
 
     def unknown(self):
         """{guest name: why} of the guests whose /proc facts are unknown
         (their last read found no proof)."""
         with self._lock:
-            return {n: w for n, (_, w) in sorted(self._unknown.items())}
+            return {n: said[1] for n, said in sorted(self._unknown.items())}

@@ -9,13 +9,16 @@ Invariants:
   are written to (no lookup per guest) while its connection stays open.
 * A write never waits for another job of libvirt's: a domain paused by
   libvirt for one of its long jobs (starting up, which lasts until its
-  ``createXML`` returns; migrating, being saved, dumped, snapshotted) is
-  skipped with its reason and written by a later pass (its event, or the
-  hook of the operation, asks for one). A pass with writes reads the
-  state and reason of every paused domain in one call
-  (``virConnectGetAllDomainStats``, state only: no job taken), so a
-  domain paused by a client (nova starts guests paused) is still
-  written.
+  ``createXML`` returns; migrating, being saved, dumped, snapshotted), or
+  running in one (the source of a live migration until its switch-over,
+  a live dump, a backup), is skipped with its reason and written by a
+  later pass (its event, or the hook of the operation, asks for one). A
+  pass with writes reads the state and reason of every paused domain in
+  one call (``virConnectGetAllDomainStats``, state only: no job taken),
+  so a domain paused by a client (nova starts guests paused) is still
+  written, and the job of each other guest it writes
+  (``virDomainGetJobStats``: a query job, which libvirt runs beside a
+  migration; a read per written guest).
 * Faults are normal: a domain that vanished or stopped is skipped, a busy
   one retried a bounded number of times (``busy_retries``), a lost
   connection reopened once. Every skip is logged with the guest's name;
@@ -118,10 +121,12 @@ class Writer:
         result.error.append(str(exc))
         LOG.error('pin writes stopped: %s', exc)
 
-    def _held(self, uuids):
-        """{uuid: why} of the domains among ``uuids`` that libvirt holds
-        paused for one of its long jobs (``libvirtapi.HELD``): the state of
-        every paused domain, in one call."""
+    def _held(self, by_guest):
+        """{uuid: why} of the guests of ``by_guest`` that a job of
+        libvirt's holds: paused for one of its long jobs
+        (``libvirtapi.HELD``: the state of every paused domain, in one
+        call), or running in one (``_job``: a call for each of the
+        others)."""
         records = self.host.call(
             'read', 'getAllDomainStats',
             self.host.connection().getAllDomainStats,
@@ -132,20 +137,57 @@ class Writer:
             uuid = dom.UUIDString()  # local: no call to the daemon
             reason = stats.get('state.reason')
             paused = libvirtapi.libvirt.VIR_DOMAIN_PAUSED
-            if uuid in uuids and reason in libvirtapi.HELD and \
+            if uuid in by_guest and reason in libvirtapi.HELD and \
                     stats.get('state.state') == paused:
                 held[uuid] = libvirtapi.HELD[reason]
+        for uuid, group in by_guest.items():
+            if uuid not in held:
+                why = self._job(uuid, group[0].name)
+                if why is not None:
+                    held[uuid] = why
         return held
 
+    def _job(self, uuid, name):
+        """Why a job of libvirt's holds the domain ``uuid`` while it
+        runs (the source of a live migration runs until its switch-over,
+        minutes for a large guest); None if no job does.
+
+        ``jobStats`` takes only a query job, which libvirt lets run
+        beside a migration, and asks qemu for the migration's progress: it
+        returns while qemu answers its monitor. A pin call would instead
+        wait for the job's end (libvirt's 30 s, then busy), and the pass
+        with it."""
+        try:
+            stats = self.host.call('read', 'jobStats',
+                                   self._domain(uuid).jobStats, 0)
+        except libvirtapi.libvirt.libvirtError as exc:
+            if libvirtapi.code(exc) == libvirtapi.JOB_UNSUPPORTED:
+                return 'migrating in'  # libvirt: "only on the source"
+            if libvirtapi.code(exc) not in libvirtapi.GONE:
+                # Its write says what else is wrong with it.
+                LOG.warning('guest %s: its job not read (%s); a write '
+                            'may wait for one', name, exc)
+            return None
+        if stats.get('type', libvirtapi.JOB_NONE) == libvirtapi.JOB_NONE:
+            return None
+        return libvirtapi.JOB_OPERATION.get(stats.get('operation'),
+                                            'in a job')
+
     def _domain(self, uuid):
-        """The domain object to write to: the listing's, while its
-        connection is the open one; else looked up."""
+        """The domain object to write to: the listing's (or one looked
+        up earlier), while its connection is the open one; else looked
+        up."""
         conn = self.host.connection()
         listed_conn, listed = self.host.listed
         dom = listed.get(uuid) if listed_conn is conn else None
         if dom is None:
             dom = self.host.call('read', 'lookupByUUIDString',
                                  conn.lookupByUUIDString, uuid)
+            # Kept with the listing's: its job read and its writes are
+            # made to the one object, looked up once.
+            if listed_conn is not conn:
+                listed = {}
+            self.host.listed = (conn, dict(listed, **{uuid: dom}))
         return dom
 
     def _apply_guest(self, uuid, changes, result):

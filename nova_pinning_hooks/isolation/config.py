@@ -122,8 +122,9 @@ def _reserved_cpus(conf, paths):
 def _check_guest_overlap(conf, cpus):
     from nova_pinning_hooks.passes import overcommit
     path = conf.nova_pinning.overcommit_file
-    if not path or not os.path.exists(path):
-        return
+    if not path or not (os.path.exists(path) or
+                        os.path.lexists(overcommit.stale_path(path))):
+        return  # no nova here; a stale one is said below
     try:
         info = overcommit.read(path)
     except overcommit.OvercommitError as exc:

@@ -122,6 +122,15 @@ class Agent:
         self.pass_metrics = passmetrics.PassMetrics(conf, LOG)
         self.ratio = None  # the ratio last written to the overcommit file
         self._pending_ratio = None
+        # The ratio nova last reported (None: none yet) and the one the
+        # file holds as such: the first report rewrites the file, even
+        # with the ratio it already has, so that it says "placement".
+        self.reported_ratio = None
+        self.written_ratio = None
+        # The overcommit file holds this process's configuration; until
+        # it does no pass runs (``overcommit_error`` says why).
+        self.overcommit_ok = False
+        self.overcommit_error = None
         # The node whose inventory sets the ratio: a libvirt nova-compute
         # has one; the first to report is it (several only in tests that
         # run many computes in one process).
@@ -163,7 +172,7 @@ class Agent:
             LOG.debug('nova-pinning-hooks: ratio of node %s ignored (this '
                       'agent follows node %s)', node, self.node)
             return False
-        if ratio == self.ratio or ratio == self._pending_ratio:
+        if ratio == self.written_ratio or ratio == self._pending_ratio:
             return False
         self._pending_ratio = ratio
         return self.request('allocation ratio now %s' % ratio)
@@ -196,7 +205,13 @@ class Agent:
         return True
 
     def write_overcommit(self, ratio=None):
+        """Write the overcommit file from nova's configuration (and the
+        ratio nova reported, if any). When it cannot be written, what is
+        on disk is used only if it holds the same ratio and CPU sets;
+        else it is set aside as stale and no pass runs until a write
+        succeeds (``_run_pass`` tries again before each)."""
         path = self.conf.nova_pinning.overcommit_file
+        content = None
         try:
             content = overcommit.from_nova_conf(self.conf, ratio)
             # Only this service writes the file: what a crash left of an
@@ -204,14 +219,42 @@ class Agent:
             safefs.remove_stale_temporaries(path)
             overcommit.write(path, content)
         except Exception as exc:
-            LOG.error('nova-pinning-hooks: cannot write the overcommit file '
-                      '%s: %s; passes will not run until it exists',
-                      path, exc)
+            self._not_written(path, content, exc, ratio)
             return False
         self.ratio = content['allocation_ratio']
+        self.written_ratio = ratio
+        self.overcommit_ok, self.overcommit_error = True, None
         LOG.info('nova-pinning-hooks: wrote %s: allocation ratio %s (%s)',
                  path, content['allocation_ratio'], content['ratio_source'])
         return True
+
+    def _not_written(self, path, content, exc, ratio):
+        if content is not None and overcommit.matches(path, content):
+            # Same ratio and CPU sets as this process computed: right.
+            self.ratio, self.written_ratio = content['allocation_ratio'], ratio
+            self.overcommit_ok, self.overcommit_error = True, None
+            LOG.warning('nova-pinning-hooks: cannot rewrite the overcommit '
+                        'file %s: %s; it holds this configuration (ratio '
+                        '%s, the same CPU sets) and is used', path, exc,
+                        content['allocation_ratio'])
+            return
+        try:
+            stale = overcommit.stale_path(path)
+            what = ('the old one, which does not hold this configuration, '
+                    'is set aside as %s' % stale
+                    if overcommit.set_aside(path) or os.path.lexists(stale)
+                    else 'there is no old one')
+        except OSError as aside:
+            what = ('the old one could not be set aside (%s); passes '
+                    'elsewhere may read it' % (aside.strerror or aside))
+        message = ('cannot write the overcommit file %s: %s; %s; no pass '
+                   'runs until it is written (tried again before each '
+                   'pass)' % (path, getattr(exc, 'strerror', None) or exc,
+                              what))
+        self.overcommit_ok = False
+        if message != self.overcommit_error:  # once, not every pass
+            LOG.error('nova-pinning-hooks: %s', message)
+        self.overcommit_error = message
 
     def _periodic(self):
         while not self._stop.wait(self.interval):
@@ -219,8 +262,17 @@ class Agent:
 
     def _run_pass(self):
         ratio, self._pending_ratio = self._pending_ratio, None
-        if ratio is not None and ratio != self.ratio:
-            self.write_overcommit(ratio)
+        if ratio is not None:
+            self.reported_ratio = ratio
+        if not self.overcommit_ok or \
+                self.reported_ratio != self.written_ratio:
+            self.write_overcommit(self.reported_ratio)
+        if not self.overcommit_ok:
+            # The file on disk is not this configuration (or is gone): a
+            # pass would bind with another process's CPU sets or ratio.
+            self.last_result = reconciler.PassResult(
+                error=self.overcommit_error, error_kind='failed')
+            return
         if self.out_of_process:
             self.last_result = self._pass_in_child()
         else:

@@ -11,7 +11,10 @@ Semantics (kept from nova):
   (not when it raised), with its return value first;
 * a hook raising ``FatalHookException`` stops the call: the exception
   reaches the caller; any other exception is logged and ignored;
-* the function's return value and exceptions are never changed.
+* the function's return value and exceptions are never changed; the
+  wrapper's frame in the traceback of the function's own exception says
+  that it is the function's (``hooked_nova_method``, "nova's own code
+  raised, not a hook").
 
 Where nova still has ``nova.hooks`` (Nova 21 and older), its own
 ``add_hook`` and ``FatalHookException`` are used instead of these.
@@ -90,22 +93,28 @@ def add_hook(name, function_name=None):
     def outer(func):
         called = function_name or func.__name__
 
+        # This frame is the outermost of every hooked nova method, so it
+        # is in the traceback of each of nova's own failures: its name
+        # and the line of the call (with its comment: a traceback prints
+        # the whole source line) say whose failure that is. The
+        # exception itself passes untouched: no re-raise, no frame cut
+        # from its traceback.
         @functools.wraps(func)
-        def inner(*args, **kwargs):
+        def hooked_nova_method(*args, **kwargs):
             mgr = manager(name)
             outer_name, _CALL.name = current_function(), called
             try:
                 mgr.run_pre(name, args, kwargs)
             finally:
                 _CALL.name = outer_name
-            rv = func(*args, **kwargs)
+            rv = func(*args, **kwargs)  # nova's own code raised, not a hook
             _CALL.name = called
             try:
                 mgr.run_post(name, rv, args, kwargs)
             finally:
                 _CALL.name = outer_name
             return rv
-        return inner
+        return hooked_nova_method
     return outer
 
 

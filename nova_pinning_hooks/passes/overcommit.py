@@ -11,6 +11,12 @@ Invariants:
   never half of one. The file is 0644 and a directory made for it 0755,
   whatever the umask; nothing here is world-writable, and a directory
   another user could change is refused (``safefs``).
+* A file that does not hold this nova-compute's configuration is never
+  used: when nova-compute cannot rewrite it (a full or read-only state
+  filesystem) and what is there differs from what it computed, it is
+  renamed to ``<file>.stale`` (``set_aside``), ``read`` refuses with a
+  message that says so, and nova-compute runs no pass until its write
+  succeeds (``nova.agent``).
 * ``read`` accepts only a complete, valid file: a missing, unreadable or
   corrupt file, a ratio that is not a number > 0, or a CPU set that does
   not parse raises ``OvercommitError`` with one message naming the file.
@@ -20,6 +26,7 @@ Invariants:
 """
 
 import datetime
+import os
 import socket
 import typing
 
@@ -79,9 +86,47 @@ def from_nova_conf(conf, ratio=None):
 
 
 def write(path, content):
-    """Atomically replace ``path`` with ``content`` (a dict) as JSON."""
+    """Atomically replace ``path`` with ``content`` (a dict) as JSON; a
+    file set aside as stale (``set_aside``) is superseded and removed."""
     _check(content, path)
     statefile.write_json(path, content)
+    try:
+        os.unlink(stale_path(path))
+    except FileNotFoundError:
+        pass
+
+
+def stale_path(path):
+    """Where ``set_aside`` moves a file nova-compute could not rewrite."""
+    return path + '.stale'
+
+
+def matches(path, content):
+    """True if the file at ``path`` holds the ratio and CPU sets of
+    ``content`` (what nova-compute computed): a file it could not
+    rewrite is still right then. False if it differs or is unusable."""
+    try:
+        info = read(path)
+    except OvercommitError:
+        return False
+
+    def cpus(text):
+        return None if text is None else cpuset.parse(text)
+    return (info.allocation_ratio == float(content['allocation_ratio']) and
+            cpus(info.shared_cpus) == cpus(content['shared_cpus']) and
+            cpus(info.dedicated_cpus) == cpus(content['dedicated_cpus']))
+
+
+def set_aside(path):
+    """Move the file nova-compute could not rewrite out of the passes'
+    way (a rename within its directory: it needs no free space) to
+    ``stale_path``, where ``read`` finds it and says so. Returns False if
+    there was no file; OSError if it could not be moved."""
+    try:
+        os.replace(path, stale_path(path))
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def read(path):
@@ -89,6 +134,12 @@ def read(path):
     try:
         content = statefile.read_json(path, what='overcommit file')
     except FileNotFoundError:
+        if os.path.lexists(stale_path(path)):
+            raise OvercommitError(
+                'overcommit file %s is stale: nova-compute could not '
+                'rewrite it with its configuration and set it aside as %s '
+                '(its log says why); passes do not run until nova-compute '
+                'writes it' % (path, stale_path(path))) from None
         raise OvercommitError(
             'overcommit file %s does not exist: start nova-compute with '
             'the nova-pinning-hooks plugin enabled, or set [nova_pinning] '

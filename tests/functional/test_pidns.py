@@ -102,8 +102,11 @@ class TestOtherPidNamespace(base.FunctionalTestCase):
         self.assertIn('is not its qemu',
                       status['kernel_facts_unknown'][a.name()])
         self.assertTrue(guest['live_matches_plan'])
-        # Said once in the log of that command.
-        self.assertEqual(1, js_err.count('not proven to be its qemu'),
+        # Not a warning in a one-shot command: a first refusal is said at
+        # debug level (in a burst of boots it is libvirt's child before
+        # it exec'd qemu); a long-running agent warns once it persists.
+        # status names the guest and why (above, and in its table below).
+        self.assertEqual(0, js_err.count('not proven to be its qemu'),
                          js_err)
 
         self.assertEqual(0, st_rc, st_err)

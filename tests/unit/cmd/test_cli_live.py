@@ -181,6 +181,21 @@ class TestStatusRatio(LiveCliTestCase):
                       'allocation_ratio', out)
 
 
+    def test_status_says_the_overcommit_file_is_stale(self):
+        # nova-compute could not rewrite it and set it aside (issue 34
+        # R4): status says so, in one line, and plans nothing.
+        from nova_pinning_hooks.passes import overcommit
+        path = os.path.join(self.tmp, 'nova', 'oc.json')
+        overcommit.write(path, {'version': 1, 'allocation_ratio': 16.0,
+                                'ratio_source': 'placement'})
+        self.assertTrue(overcommit.set_aside(path))
+        self.write_config(overcommit_file=path)
+        code, out, err = self.run_cli('status')
+        self.assertEqual((2, ''), (code, out))
+        self.assertIn('overcommit file %s is stale' % path, err)
+        self.assertEqual(1, len(err.splitlines()))
+
+
 class TestStatusSteal(LiveCliTestCase):
     """``status`` samples vCPU counters twice, ``--interval`` apart."""
 

@@ -83,6 +83,16 @@ class TestRefused(base.TestCase):
                          overcommit.from_nova_conf(nova_conf('1-3')))
         self.assertEqual(frozenset([0]), self.isolator().settings.cpus)
 
+    def test_a_stale_overcommit_file_is_said_not_checked_against(self):
+        # nova-compute could not rewrite it and set it aside (issue 34
+        # R4): its CPU sets are not this nova-compute's.
+        path = self.conf.nova_pinning.overcommit_file
+        overcommit.write(path, overcommit.from_nova_conf(nova_conf('0-3')))
+        overcommit.set_aside(path)
+        logs = self.useFixture(fixtures.FakeLogger())
+        self.assertEqual(frozenset([0]), self.isolator().settings.cpus)
+        self.assertIn('overcommit file %s is stale' % path, logs.output)
+
     def test_memory_nodes_not_online(self):
         self.config(memory_nodes='0-1')
         self.refused('memory nodes the host does not have online: 1')

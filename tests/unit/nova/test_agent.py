@@ -1,6 +1,7 @@
 """The in-nova runtime: activation, passes in or out of process, the
 notifier switch."""
 
+import errno
 import logging
 import os
 import sys
@@ -13,10 +14,12 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.nova import agent
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
 from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.passes import reconciler
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import register_nova_options
@@ -147,7 +150,69 @@ class TestActivate(AgentTestCase):
         self.assertIsNotNone(a)
         self.assertIn('cannot write the overcommit file', logs.output)
         a.coalescer.request('x', wait=True, timeout=10)
-        self.assertIn('does not exist', a.last_result.error)
+        self.assertIn('no pass runs until it is written',
+                      a.last_result.error)
+
+    def full_disk(self):
+        """The state filesystem is full until ``disk['full']`` is unset."""
+        disk = {'full': True}
+        write_json = statefile.write_json
+
+        def write(path, content, mode=0o644):
+            if disk['full']:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+            return write_json(path, content, mode)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.host.statefile.write_json', write))
+        return disk
+
+    def test_a_stale_overcommit_file_is_never_used(self):
+        # Issue 34 R4: the state filesystem full, nova-compute restarted
+        # with [compute] cpu_shared_set = 1 (was unset). The log said no
+        # pass would run, yet passes ran at once with the old file (no
+        # shared set: every CPU) and put a guest on CPU 0, which the
+        # operator had just taken from guests.
+        conf = nova_like_conf(self)
+        path = conf.nova_pinning.overcommit_file
+        overcommit.write(path, overcommit.from_nova_conf(conf))
+        conf.set_override('cpu_shared_set', '1', group='compute')
+        g = self.fake.add_domain('g', 1, xml=hosts.domain_xml('g', 1))
+        disk = self.full_disk()
+        logs = self.useFixture(fixtures.FakeLogger())
+        a = agent.activate(conf, manager_cls=self.cls)
+        a.coalescer.request('x', wait=True, timeout=10)
+        self.assertEqual(({}, None), (g.vcpu_pins, g.emulator_pin))
+        self.assertIn('No space left on device', a.last_result.error)
+        self.assertIn('set aside as %s.stale' % path, logs.output)
+        self.assertEqual(1, logs.output.count('cannot write the overcommit'))
+        # Every reader of the file (status, plan, isolation) says so.
+        exc = self.assertRaises(reconciler.SettingsError,
+                                reconciler.host_settings, conf)
+        self.assertIn('overcommit file %s is stale' % path, str(exc))
+        a.coalescer.request('y', wait=True, timeout=10)  # still full
+        self.assertEqual({}, g.vcpu_pins)
+        self.assertEqual(1, logs.output.count('cannot write the overcommit'))
+        disk['full'] = False  # space again: the next pass writes it
+        a.coalescer.request('z', wait=True, timeout=10)
+        self.assertIsNone(a.last_result.error)
+        self.assertEqual('1', overcommit.read(path).shared_cpus)
+        self.assertFalse(os.path.lexists(path + '.stale'))
+        pinned = set(g.vcpu_pins.values()) | {g.emulator_pin}
+        self.assertEqual({(1,)}, pinned)
+
+    def test_an_unwritable_file_holding_this_configuration_is_used(self):
+        # Restarted with the same configuration on a full disk: the file
+        # is right, and passes run on it.
+        conf = nova_like_conf(self)
+        path = conf.nova_pinning.overcommit_file
+        overcommit.write(path, overcommit.from_nova_conf(conf))
+        self.full_disk()
+        logs = self.useFixture(fixtures.FakeLogger())
+        a = agent.activate(conf, manager_cls=self.cls)
+        a.coalescer.request('x', wait=True, timeout=10)
+        self.assertIsNone(a.last_result.error)
+        self.assertIn('it holds this configuration', logs.output)
+        self.assertTrue(os.path.exists(path))
 
     def test_periodic_safety_net(self):
         conf = nova_like_conf(self, periodic_interval=1)

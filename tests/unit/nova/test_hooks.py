@@ -3,6 +3,7 @@
 import inspect
 import threading
 import time
+import traceback
 from unittest import mock
 
 import fixtures
@@ -165,6 +166,33 @@ class TestHookPoints(testtools.TestCase):
                                 'ctx', 'inst')
         self.assertEqual('cannot start', str(exc))
         self.assertEqual([], self.requests)
+
+    def test_a_failure_of_nova_says_so_in_its_traceback(self):
+        # Issue 34 R7: the wrapper is the outermost frame of every hooked
+        # nova method, so nova's own failures showed ".../nova/hooks.py,
+        # in inner" as if they were ours. The frame says whose failure it
+        # is; the exception nova sees is its own object, unchanged.
+        boom = RuntimeError('cannot start')
+
+        def start_instance(self, context, instance):
+            raise boom
+        self.cls.start_instance = start_instance
+        hookpoints.install(self.cls, ['start_instance'],
+                           'bind_numa_affinity')
+        try:
+            self.cls().start_instance('ctx', 'inst')
+        except RuntimeError as exc:
+            caught, text = exc, traceback.format_exc()
+        self.assertIs(boom, caught)
+        self.assertEqual((None, None, 'cannot start'),
+                         (caught.__cause__, caught.__context__, str(caught)))
+        frames = traceback.extract_tb(caught.__traceback__)
+        ours = [f for f in frames if f.filename == hooks.__file__]
+        self.assertEqual(1, len(ours), text)
+        self.assertEqual('hooked_nova_method', ours[0].name)
+        self.assertIn("nova's own code raised, not a hook", ours[0].line)
+        self.assertIn("nova's own code raised, not a hook", text)
+        self.assertEqual('start_instance', frames[-1].name)  # raised there
 
     def test_uninstall(self):
         hookpoints.install(self.cls, ['stop_instance'], 'bind_numa_affinity')

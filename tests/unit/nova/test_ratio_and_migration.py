@@ -67,6 +67,21 @@ class TestRatioFromTheProviderTree(AgentTestCase):
         self.assertEqual(written, overcommit.read(self.path).written_at)
         self.assertEqual(16.0, self.agent.ratio)
 
+    def test_placement_is_named_once_nova_reported_the_same_ratio(self):
+        # Issue 34 R6: the file was rewritten only when the number
+        # changed, so a placement ratio equal to the initial one was
+        # shown as initial_cpu_allocation_ratio after every start.
+        info = overcommit.read(self.path)
+        self.assertEqual((4.0, 'initial_cpu_allocation_ratio'),
+                         (info.allocation_ratio, info.ratio_source))
+        self.report(4.0)
+        info = overcommit.read(self.path)
+        self.assertEqual((4.0, 'placement'),
+                         (info.allocation_ratio, info.ratio_source))
+        written = info.written_at
+        self.report(4.0)  # the same report: not written again
+        self.assertEqual(written, overcommit.read(self.path).written_at)
+
     def test_a_configured_ratio_is_named_as_such(self):
         self.conf.set_override('cpu_allocation_ratio', 2.0)
         self.report(2.0)

@@ -312,6 +312,33 @@ class TestEvents(IncrementalTestCase):
                                        result.skipped))
         self.assertEqual(2, len(s.vcpu_pins))
 
+    def test_a_guest_in_a_migration_job_holds_up_no_one(self):
+        # Issue 34 R3: a guest live-migrating off the host runs until the
+        # switch-over while libvirt's job holds it; a pin written to it
+        # waits for that job, and every pass stopped on it. The pass
+        # leaves it as it is, pins the others, and the job's completion
+        # event asks for the pass that writes it if it is still here.
+        self.host.call_timeout = 1.0
+        a = self.fake.add_domain('a', 2, xml=hosts.domain_xml('a', 2),
+                                 memory_by_node_kib={'0': 65536})
+        a.start_job()
+        self.addCleanup(lambda: a.job and a.job.set())
+        g = self.boot('g', 2)
+        started = time.monotonic()
+        result = self.rec.run_pass()
+        self.assertLess(time.monotonic() - started, 0.9)
+        self.assertIsNone(result.error)
+        self.assertEqual({'g'}, {c.name for c in result.applied})
+        self.assertEqual({'a'}, {c.name for c, _ in result.skipped})
+        self.assertIn('migrating', result.skipped[0][1])
+        self.assertEqual(({}, 2), (a.vcpu_pins, len(g.vcpu_pins)))
+        a.end_job()  # the migration failed: it stays here
+        self.assertIn('JOB_COMPLETED event of a', self.requests)
+        result = self.rec.run_pass()
+        self.assertEqual(({'a'}, []), ({c.name for c in result.applied},
+                                       result.skipped))
+        self.assertEqual(2, len(a.vcpu_pins))
+
     def test_a_daemon_restart_reads_everything_again(self):
         for i in range(5):
             self.boot('g%d' % i, 1)

@@ -114,13 +114,14 @@ class TestScenarios(testtools.TestCase):
             check_invariants(self, h, guests, p, name)
 
 
-def check_invariants(test, h, guests, p, name=''):
-    """What holds for every plan (also used by the property tests)."""
+def check_invariants(test, h, guests, p, name='', dedicated_cpus=None):
+    """What holds for every plan (also used by the property tests);
+    ``dedicated_cpus``: nova's ``cpu_dedicated_set`` of the plan."""
     owners = {}
     nova_cpus = set()
     for g in guests:
         if g.active and g.nova_placed:
-            nova_cpus |= g.exclusive_cpus()
+            nova_cpus |= g.exclusive_cpus(dedicated_cpus)
     test.assertFalse(p.pool & nova_cpus, name)
     test.assertTrue(p.pool <= h.cpus, name)
     for gp in p.guests:

@@ -524,9 +524,17 @@ def _untouched(guest, rule, reason):
 
 
 def release_plan(host, guests, options):
-    """Undo binding: every guest the policy would manage goes back on all
-    online CPUs (vCPUs, emulator and I/O threads); the rest stay untouched.
-    Used to switch the package off without restarting guests."""
+    """Undo binding: every guest the policy would manage goes back on the
+    CPUs nova gave it (vCPUs, emulator and I/O threads): its ``<vcpu
+    cpuset>`` (nova's ``cpu_shared_set`` when it wrote one), else every
+    online CPU; the rest stay untouched. Used to switch the package off
+    without restarting guests.
+
+    Never wider than nova's own: libvirt keeps a live ``<vcpupin>`` in
+    the live XML (libvirt 9.0 shows ``cpuset='0'`` beside ``<vcpu
+    cpuset='0'>``) and so in ``dumpxml --migratable``; every online CPU
+    there would take the source's whole CPU list to a live migration's
+    destination (its dedicated CPUs, or CPUs it lacks)."""
     validate(host, options)
     everything = host.cpus
     decided = []
@@ -535,13 +543,18 @@ def release_plan(host, guests, options):
         if why and why[0] != 'empty-pool':
             decided.append(_untouched(g, *why))
             continue
+        nova_cpus = (g.default_cpuset or frozenset()) & everything
+        cpus = nova_cpus or everything
         decided.append(plan_mod.GuestPlan(
             uuid=g.uuid, name=g.name, mode=plan_mod.RELEASED,
             home_node=None, home_source='none',
-            vcpu_pins=dict.fromkeys(g.vcpus, everything),
-            emulator_pin=everything,
-            iothread_pins=dict.fromkeys(g.iothread_pins, everything),
-            rule='release', reason='released: every online CPU'))
+            vcpu_pins=dict.fromkeys(g.vcpus, cpus),
+            emulator_pin=cpus,
+            iothread_pins=dict.fromkeys(g.iothread_pins, cpus),
+            rule='release', reason=(
+                'released: the CPUs nova gave it (<vcpu cpuset>)'
+                if nova_cpus else 'released: every online CPU (nova '
+                'gave it no <vcpu cpuset>)')))
     return plan_mod.Plan(
         guests=tuple(decided), pool=everything,
         pool_by_node={n: node.cpus for n, node in host.nodes.items()},

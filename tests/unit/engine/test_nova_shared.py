@@ -113,7 +113,7 @@ class TestNovaSharedGuests(testtools.TestCase):
                     wrong.append('%s: %s %s %s (%s)' % (
                         name, gname, gp.mode, gp.rule, gp.reason))
         self.assertEqual([], wrong)
-        for name, (host_name, ratio, options, guests, pool, expect) in \
+        for name, (host_name, ratio, options, guests, _, _) in \
                 ROWS.items():
             h, p = make(host_name, guests, ratio, **options)
             check_invariants(self, h, guests, p, name,

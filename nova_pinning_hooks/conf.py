@@ -104,8 +104,12 @@ isolation_group = cfg.OptGroup(
 
 pinning_opts = [
     cfg.BoolOpt('enabled', default=True,
-                help='Master switch. When false, hooks and periodic passes '
-                     'do nothing and no guest is touched.'),
+                help='Master switch. When false, no hook and no pass runs '
+                     'and no guest is touched; inside nova-compute only '
+                     'the filter that keeps the package\'s pins out of '
+                     'live migration and unrescue XML is installed (guests '
+                     'pinned before keep those live pins until they '
+                     'restart). The release command runs all the same.'),
     cfg.StrOpt('connection_uri', default='qemu:///system',
                help='libvirt connection URI of the local hypervisor. '
                     'Inside nova-compute, unless set here, the package '

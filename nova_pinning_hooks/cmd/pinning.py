@@ -18,7 +18,8 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
   read afresh at every scrape, until Ctrl-C;
 * ``rebind [--connection URI] [--dry-run]``: one reconciler pass;
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
-  guest back on all online CPUs;
+  guest back on the CPUs nova gave it (``<vcpu cpuset>``, else all online
+  CPUs); runs with ``enabled = false``;
 * ``agent [--connection URI] [--listen ADDR:PORT] [--requests-on-stdin]``:
   the long-lived agent in the foreground (``service``), serving its
   metrics with its pass counters on ``--listen``; SIGTERM or SIGINT stop it
@@ -153,7 +154,8 @@ _LIVE_COMMANDS = (
      'serve the metrics over HTTP (hosts without node_exporter)'),
     ('rebind', _live('cmd_rebind'), 'run one rebinding pass now'),
     ('release', _live('cmd_release'),
-     'put every managed guest back on all CPUs (after switching off)'),
+     'put every managed guest back on the CPUs nova gave it '
+     '(after switching off)'),
     ('agent', _live('cmd_agent'),
      'keep the host bound: passes on libvirt events, in the foreground'),
 )

@@ -81,15 +81,40 @@ class Guest(typing.NamedTuple):
     def vcpu_count(self):
         return len(self.vcpus)
 
-    def exclusive_cpus(self):
-        """CPUs this guest holds alone: its single-CPU vCPU pins.
+    def exclusive_cpus(self, dedicated_cpus=None):
+        """CPUs nova gave this (nova-placed) guest alone.
 
-        Used for nova-placed guests: nova's dedicated vCPUs are pinned one
-        pCPU each, while its shared-policy NUMA guests float over ranges
-        that stay in the pool.
+        nova pins each dedicated vCPU (``hw:cpu_policy=dedicated``, or
+        the dedicated part of ``mixed``) to one pCPU of ``[compute]
+        cpu_dedicated_set``, its PCPU inventory. A shared-policy guest
+        that has an instance NUMA topology all the same (a NUMA flavor,
+        or a member's image with ``hw_numa_nodes``) gets pins over its
+        cell's shared CPUs: one CPU each where ``cpu_shared_set`` has one
+        CPU on that node, the same shape as a dedicated pin. So with
+        ``dedicated_cpus`` (nova's set) known, only one-CPU pins inside it
+        count. Without it nova has no PCPU inventory, except on a legacy
+        ``vcpu_pin_set`` host, where its dedicated and shared CPUs are
+        the same set: every one-CPU pin counts, as it always did.
         """
-        return frozenset(min(p) for v, p in self.vcpu_pins.items()
-                         if v in self.vcpus and len(p) == 1)
+        return frozenset(min(p) for p in self._nova_pins(dedicated_cpus)[0])
+
+    def shared_pins(self, dedicated_cpus=None):
+        """The pins of the vCPUs nova did not dedicate (see
+        ``exclusive_cpus``): the pCPUs each of them floats over, shared
+        with every other thread there; None for an unpinned vCPU (every
+        CPU)."""
+        return self._nova_pins(dedicated_cpus)[1]
+
+    def _nova_pins(self, dedicated_cpus):
+        alone, shared = [], []
+        for v in self.vcpus:
+            pin = self.vcpu_pins.get(v)  # nova's pins are explicit
+            if pin is not None and len(pin) == 1 and (
+                    dedicated_cpus is None or pin <= dedicated_cpus):
+                alone.append(pin)
+            else:
+                shared.append(self.vcpu_pin(v))
+        return alone, tuple(shared)
 
     @classmethod
     def from_xml(cls, xml_text, active=True, memory_by_node_kib=None,

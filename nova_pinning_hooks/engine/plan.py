@@ -16,7 +16,7 @@ NODE_RANGE = 'node-range'
 CROSS_NODE_RANGE = 'cross-node-range'
 HOST_RANGE = 'host-range'
 UNTOUCHED = 'untouched'
-RELEASED = 'released'  # only in release plans: back on every online CPU
+RELEASED = 'released'  # only in release plans: back on nova's own CPUs
 
 MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED,
          RELEASED)

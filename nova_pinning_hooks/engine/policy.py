@@ -14,8 +14,13 @@ home node and the pCPUs of each of its threads. Rules (SPEC.md):
 Invariants of the plan:
 
 * only live guests are bound; nova-placed guests (instance NUMA topology)
-  and, if so configured, foreign domains are ``untouched``, and the pCPUs
-  nova pinned one-to-one leave the pool;
+  and, if so configured, foreign domains are ``untouched``; the pCPUs
+  nova dedicated (``Guest.exclusive_cpus``: in ``cpu_dedicated_set``
+  when that is known) leave the pool, and nova-placed vCPUs that float
+  over pool CPUs (a shared-policy guest with a NUMA topology, from a
+  flavor or a member's ``hw_numa_nodes`` image) never take CPUs out:
+  they count as load on the nodes they float over (``nova_load``), and
+  no one-to-one pCPU is claimed on such a node;
 * every pin lies in the pool P; one-to-one pCPUs serve one vCPU each and
   never span nodes; emulator and I/O threads follow the guest's vCPUs,
   or, one-to-one with ``emulator_threads = shared``, float over the home
@@ -102,7 +107,7 @@ def guest_pool(host, guests, options):
         pool -= cpus or set()
     for g in guests:
         if g.active and g.nova_placed:
-            pool -= g.exclusive_cpus()
+            pool -= g.exclusive_cpus(options.dedicated_cpus)
     if options.shared_cpus is not None:
         pool &= options.shared_cpus
     return frozenset(pool)
@@ -190,6 +195,12 @@ NODE_REASONS = {
                           'node %d shared: more vCPUs than its pool, '
                           'within pool x ratio'),
 }
+# A node nova-placed shared vCPUs float over: its pCPUs serve them too,
+# so none of them can be one guest's alone.
+NOVA_SHARED_REASON = ('rule-2-node-range',
+                      'node %d shared: guests nova placed (shared policy, '
+                      'a NUMA topology) float over its pool; within pool '
+                      'x ratio')
 CROSS_REASON = ('rule-3', 'memory on several nodes: a range on the pCPUs '
                 'without one-to-one binding')
 
@@ -197,11 +208,14 @@ CROSS_REASON = ('rule-3', 'memory on several nodes: a range on the pCPUs '
 class Totals(typing.NamedTuple):
     """The vCPU counts the rules compare: all managed guests, the
     single-node ones by home node (every node of the host), the
-    cross-node ones."""
+    cross-node ones; each with the vCPUs nova placed over the pool
+    without dedicating CPUs to them (``nova_load``), whose nodes are
+    ``nova_nodes``."""
 
     total: int
     node_vcpus: dict
     cross: int
+    nova_nodes: frozenset = frozenset()
 
 
 class Layout(typing.NamedTuple):
@@ -220,6 +234,7 @@ class Layout(typing.NamedTuple):
     rule: object = None
     reason: object = None
     modes: tuple = ()  # ((node, mode), ...) in node order
+    nova_nodes: frozenset = frozenset()  # Totals.nova_nodes, ``nodes``
 
 
 def decide(pool, pool_by_node, ratio, totals, managed):
@@ -241,7 +256,7 @@ def decide(pool, pool_by_node, ratio, totals, managed):
     modes, one_to_one = [], 0
     for node, node_pool in pool_by_node.items():
         v_n = totals.node_vcpus[node]
-        if v_n <= len(node_pool):
+        if v_n <= len(node_pool) and node not in totals.nova_nodes:
             modes.append((node, plan_mod.DEDICATED))
             one_to_one += v_n  # one pCPU each
         else:
@@ -250,7 +265,8 @@ def decide(pool, pool_by_node, ratio, totals, managed):
         return Layout('host', 'rule-3-host-range',
                       'cross-node guests oversubscribed: their vCPUs '
                       'exceed the pCPUs without one-to-one binding x ratio')
-    return Layout('nodes', modes=tuple(modes))
+    return Layout('nodes', modes=tuple(modes),
+                  nova_nodes=totals.nova_nodes)
 
 
 class State(typing.NamedTuple):
@@ -279,6 +295,7 @@ def plan_with_state(host, guests, options):
     ratio = float(options.allocation_ratio)
     pool = guest_pool(host, guests, options)
     pool_by_node = {n: node.cpus & pool for n, node in host.nodes.items()}
+    load = nova_load(host, guests, pool, options)
     why, facts, managed = {}, {}, []
     for g in guests:
         why[g.uuid] = reason = _untouched_reason(g, options)
@@ -286,14 +303,15 @@ def plan_with_state(host, guests, options):
             managed.append(g)
             facts[g.uuid] = _home_from_facts(g, host, pool_by_node,
                                              options)
-    homes = _place(host, managed, pool_by_node, options, ratio, facts)
+    homes = _place(host, managed, pool_by_node, options, ratio, facts,
+                   load.node_vcpus)
     members = {n: {} for n in host.nodes}
     cross = {}
     for g in managed:
         home = homes[g.uuid][0]
         (cross if home is None else members[home])[g.uuid] = None
     by_uuid = {g.uuid: g for g in guests}
-    totals = totals_of(by_uuid, members, cross)
+    totals = totals_of(by_uuid, members, cross, load)
     layout = decide(pool, pool_by_node, ratio, totals, len(managed))
     plans = {}
     for g in guests:
@@ -304,7 +322,8 @@ def plan_with_state(host, guests, options):
         for node, mode in layout.modes:
             section = node_plans(host, node, mode, pool_by_node[node],
                                  [by_uuid[u] for u in members[node]],
-                                 homes, options)
+                                 homes, options,
+                                 node in layout.nova_nodes)
             plans.update(section)
             if mode == plan_mod.DEDICATED:
                 one_to_one[node] = dedicated_cpus(section.values())
@@ -336,18 +355,52 @@ def plan_of(state, guests, ratio, options):
 _UUID = operator.attrgetter('uuid')
 
 
-def totals_of(by_uuid, members, cross):
-    """``Totals`` of the guests in ``members`` and ``cross``."""
-    node_vcpus = {n: sum(by_uuid[u].vcpu_count for u in guests)
+def nova_load(host, guests, pool, options):
+    """``Totals`` of the vCPUs nova placed over the pool itself: the
+    vCPUs of nova-placed guests it did not dedicate
+    (``Guest.shared_pins``), each on the node its pin's pool CPUs lie
+    in, or cross-node when they span nodes (an unpinned one: the whole
+    pool). A vCPU whose pin has no pool CPU floats where guests do not:
+    no load."""
+    node_vcpus = dict.fromkeys(host.nodes, 0)
+    cross, nodes = 0, set()
+    for g in guests:
+        if not (g.active and g.nova_placed):
+            continue
+        for pin in g.shared_pins(options.dedicated_cpus):
+            cpus = pool if pin is None else pin & pool
+            where = {host.node_of.get(c) for c in cpus}
+            if not where:
+                continue
+            nodes.update(where)
+            if len(where) == 1:
+                node_vcpus[min(where)] += 1
+            else:
+                cross += 1
+    return Totals(sum(node_vcpus.values()) + cross, node_vcpus, cross,
+                  frozenset(nodes))
+
+
+def totals_of(by_uuid, members, cross, load=None):
+    """``Totals`` of the guests in ``members`` and ``cross``, on top of
+    ``load`` (``nova_load``)."""
+    base = load.node_vcpus if load is not None else {}
+    node_vcpus = {n: base.get(n, 0) +
+                  sum(by_uuid[u].vcpu_count for u in guests)
                   for n, guests in members.items()}
-    cross_vcpus = sum(by_uuid[u].vcpu_count for u in cross)
+    cross_vcpus = sum(by_uuid[u].vcpu_count for u in cross) + \
+        (load.cross if load is not None else 0)
     return Totals(sum(node_vcpus.values()) + cross_vcpus, node_vcpus,
-                  cross_vcpus)
+                  cross_vcpus,
+                  load.nova_nodes if load is not None else frozenset())
 
 
-def node_plans(host, node, mode, node_pool, members, homes, options):
-    """uuid -> GuestPlan for the single-node guests of ``node``."""
-    rule, reason = NODE_REASONS[mode]
+def node_plans(host, node, mode, node_pool, members, homes, options,
+               nova_shared=False):
+    """uuid -> GuestPlan for the single-node guests of ``node``;
+    ``nova_shared``: nova-placed vCPUs float over its pool too."""
+    rule, reason = (NOVA_SHARED_REASON if nova_shared and
+                    mode == plan_mod.NODE_RANGE else NODE_REASONS[mode])
     reason %= node
     if mode == plan_mod.NODE_RANGE:
         return {g.uuid: _ranged(g, homes, mode, node_pool, rule, reason,
@@ -394,11 +447,13 @@ def order_dependent(fact):
     return source == 'pins' or (node is None and not cross)
 
 
-def _place(host, managed, pool_by_node, options, ratio, facts):
+def _place(host, managed, pool_by_node, options, ratio, facts,
+           nova_vcpus=None):
     """uuid -> (home node or None, source) for every managed guest;
-    ``facts``: uuid -> ``_home_from_facts`` of each."""
+    ``facts``: uuid -> ``_home_from_facts`` of each; ``nova_vcpus``:
+    node -> vCPUs nova placed there over the pool (``nova_load``)."""
     homes, unplaced, by_pins = {}, [], []
-    load = dict.fromkeys(pool_by_node, 0)
+    load = {n: (nova_vcpus or {}).get(n, 0) for n in pool_by_node}
     mem_used = dict.fromkeys(pool_by_node, 0)
     for g in managed:
         node, source, cross = facts[g.uuid]
@@ -469,9 +524,17 @@ def _untouched(guest, rule, reason):
 
 
 def release_plan(host, guests, options):
-    """Undo binding: every guest the policy would manage goes back on all
-    online CPUs (vCPUs, emulator and I/O threads); the rest stay untouched.
-    Used to switch the package off without restarting guests."""
+    """Undo binding: every guest the policy would manage goes back on the
+    CPUs nova gave it (vCPUs, emulator and I/O threads): its ``<vcpu
+    cpuset>`` (nova's ``cpu_shared_set`` when it wrote one), else every
+    online CPU; the rest stay untouched. Used to switch the package off
+    without restarting guests.
+
+    Never wider than nova's own: libvirt keeps a live ``<vcpupin>`` in
+    the live XML (libvirt 9.0 shows ``cpuset='0'`` beside ``<vcpu
+    cpuset='0'>``) and so in ``dumpxml --migratable``; every online CPU
+    there would take the source's whole CPU list to a live migration's
+    destination (its dedicated CPUs, or CPUs it lacks)."""
     validate(host, options)
     everything = host.cpus
     decided = []
@@ -480,13 +543,18 @@ def release_plan(host, guests, options):
         if why and why[0] != 'empty-pool':
             decided.append(_untouched(g, *why))
             continue
+        nova_cpus = (g.default_cpuset or frozenset()) & everything
+        cpus = nova_cpus or everything
         decided.append(plan_mod.GuestPlan(
             uuid=g.uuid, name=g.name, mode=plan_mod.RELEASED,
             home_node=None, home_source='none',
-            vcpu_pins=dict.fromkeys(g.vcpus, everything),
-            emulator_pin=everything,
-            iothread_pins=dict.fromkeys(g.iothread_pins, everything),
-            rule='release', reason='released: every online CPU'))
+            vcpu_pins=dict.fromkeys(g.vcpus, cpus),
+            emulator_pin=cpus,
+            iothread_pins=dict.fromkeys(g.iothread_pins, cpus),
+            rule='release', reason=(
+                'released: the CPUs nova gave it (<vcpu cpuset>)'
+                if nova_cpus else 'released: every online CPU (nova '
+                'gave it no <vcpu cpuset>)')))
     return plan_mod.Plan(
         guests=tuple(decided), pool=everything,
         pool_by_node={n: node.cpus for n, node in host.nodes.items()},

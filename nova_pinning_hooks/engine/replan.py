@@ -146,8 +146,11 @@ def _update(state, host, guests, options, changed, removed):
             node_vcpus[node] += g.vcpu_count
             touched.add(node)
     ratio = float(options.allocation_ratio)
-    totals = policy.Totals(sum(node_vcpus.values()) + cross_vcpus,
-                           node_vcpus, cross_vcpus)
+    # nova's own load (``policy.nova_load``) stays in the totals: a
+    # nova-placed guest that changed planned the whole host above.
+    totals = state.totals._replace(
+        total=sum(node_vcpus.values()) + cross_vcpus,
+        node_vcpus=node_vcpus, cross=cross_vcpus)
     layout = policy.decide(pool, pool_by_node, ratio, totals,
                            len(state.facts))
     old = state.layout
@@ -170,7 +173,8 @@ def _update(state, host, guests, options, changed, removed):
                 continue
             section = policy.node_plans(
                 host, node, mode, pool_by_node[node],
-                [state.guests[u] for u in members[node]], homes, options)
+                [state.guests[u] for u in members[node]], homes, options,
+                node in layout.nova_nodes)
             state.plans.update(section)
             rebuilt.update(section)
             if mode == plan_mod.DEDICATED:
@@ -183,7 +187,7 @@ def _update(state, host, guests, options, changed, removed):
                 # A node range that kept its mode: the others stay.
                 state.plans[uuid] = policy.node_plans(
                     host, node, plan_mod.NODE_RANGE, pool_by_node[node],
-                    [g], homes, options)[uuid]
+                    [g], homes, options, node in layout.nova_nodes)[uuid]
         free = pool.difference(*one_to_one.values())
         # Cross-node guests share the pCPUs without one-to-one binding:
         # all of them move when those change.

@@ -5,6 +5,10 @@ overcommit file from nova's configuration, installs the hook points
 (and, on the libvirt driver, the allocation-ratio hook and the live
 migration XML filter, ``nova.migration``), queues a first pass and starts
 the periodic safety net. Hooks call ``request_pass``, which only queues.
+Switched off (``[nova_pinning] enabled = false``) it installs the XML
+filter alone: guests keep the live pins of earlier passes until they
+restart, and the filter keeps them from reaching another host or a
+guest's definition.
 
 The allocation ratio that passes use is the one nova last put into the
 node's VCPU inventory (``update_provider_tree``): placement's, unless
@@ -401,13 +405,39 @@ def _nova_libvirt(driver_cls, migration_module):
         return None, None
 
 
+def _switched_off(driver_cls, migration_module):
+    """``[nova_pinning] enabled = false``: no hook, no pass, no file; only
+    the filter that keeps our pins out of the XML nova builds from a
+    running guest (live migration, unrescue). Guests pinned before the
+    switch keep those live pins until they restart, and without the
+    filter nova would carry them to another host, or into the guest's
+    definition. Returns True when the filter is in place."""
+    from nova_pinning_hooks.nova import migration
+    driver_cls, migration_module = _nova_libvirt(driver_cls,
+                                                 migration_module)
+    if driver_cls is None or migration_module is None:
+        LOG.info('nova-pinning-hooks: disabled ([nova_pinning] enabled = '
+                 'false); no libvirt driver here: nothing installed')
+        return False
+    if not migration.install(module=migration_module,
+                             driver_cls=driver_cls):
+        LOG.error('nova-pinning-hooks: disabled ([nova_pinning] enabled = '
+                  'false), and this nova lacks what the pin filter wraps: '
+                  'live migration and unrescue may carry pins set before')
+        return False
+    LOG.info('nova-pinning-hooks: disabled ([nova_pinning] enabled = '
+             'false): no hook, no pass; live migration and unrescue XML '
+             'filtered of the pins set before')
+    return True
+
+
 def activate(conf, manager_cls=None, driver_cls=None,
              migration_module=None):
     """Switch nova-pinning-hooks on in this nova-compute; idempotent.
 
-    Returns the Agent, or None when switched off, or when this nova lacks
-    something the package relies on (``compat``: one error line, nothing
-    installed).
+    Returns the Agent, or None when switched off (only the XML filter
+    installed: ``_switched_off``), or when this nova lacks something the
+    package relies on (``compat``: one error line, nothing installed).
     """
     global _AGENT
     with _ACTIVATION_LOCK:
@@ -415,8 +445,7 @@ def activate(conf, manager_cls=None, driver_cls=None,
             return _AGENT
         conf_mod.register_opts(conf)
         if not conf.nova_pinning.enabled:
-            LOG.info('nova-pinning-hooks: disabled ([nova_pinning] '
-                     'enabled = false)')
+            _switched_off(driver_cls, migration_module)
             return None
         from nova_pinning_hooks.nova import compat
         from nova_pinning_hooks.nova import hookpoints

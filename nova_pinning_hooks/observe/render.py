@@ -77,7 +77,9 @@ def _owners(p, keys, guests):
     owner = {}
     for g in guests:
         if g.active and g.nova_placed:
-            for cpu in g.exclusive_cpus():
+            # Outside the pool: a one-CPU pin of nova's that stayed in
+            # it is a shared-policy guest's (policy.guest_pool).
+            for cpu in g.exclusive_cpus() - p.pool:
                 owner[cpu] = MARK_NOVA
     for gp in p.guests:
         if gp.mode == plan_mod.DEDICATED:

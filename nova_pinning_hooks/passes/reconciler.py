@@ -249,7 +249,9 @@ class Reconciler:
         start = time.monotonic()
         result = PassResult(dry_run=dry_run, release=release)
         try:
-            if not self._conf.nova_pinning.enabled:
+            # ``release`` is how a switched-off host gives its guests
+            # back to nova's CPUs: it runs whatever the switch says.
+            if not self._conf.nova_pinning.enabled and not release:
                 result.error = 'disabled ([nova_pinning] enabled = false)'
                 return result
             group = self._conf.nova_pinning

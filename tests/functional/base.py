@@ -114,15 +114,19 @@ class FunctionalTestCase(testtools.TestCase):
             except self.libvirt.libvirtError:
                 pass  # it ended between the listing and the destroy
 
-    def boot(self, name, vcpus=1, current=None):
+    def boot(self, name, vcpus=1, current=None, cpuset=None):
         """Start a tiny guest (no disk; it spins in SeaBIOS); always
         destroyed at the end of the test, whatever happens. ``current``:
-        vCPUs online at start (the rest can be hot-plugged)."""
+        vCPUs online at start (the rest can be hot-plugged); ``cpuset``:
+        a ``<vcpu cpuset>``, as nova writes one from its
+        ``cpu_shared_set``."""
         name = PREFIX + name
         xml = GUEST_XML.format(type=self.virt_type, name=name, vcpus=vcpus)
         if current is not None:
             xml = xml.replace('<vcpu>', "<vcpu placement='static' "
                                         "current='%d'>" % current)
+        if cpuset is not None:
+            xml = xml.replace('<vcpu', "<vcpu cpuset='%s'" % cpuset, 1)
         dom = self.conn.createXML(xml, 0)
         self.addCleanup(self._destroy, name)
         return dom

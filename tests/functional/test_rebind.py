@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import xml.etree.ElementTree as ET  # noqa: S405 - our own libvirtd
 
 import fixtures
 
@@ -176,3 +177,26 @@ class TestRelease(base.FunctionalTestCase):
         self.assertEqual(0, proc.returncode, proc.stderr)
         self.assertPinned(a, {0: S('0-1')})
         self.assertEqual(S('0-1'), self.cpus_allowed(self.pid(a)))
+
+    def test_release_is_never_wider_than_novas_cpuset(self):
+        # nova wrote <vcpu cpuset='0'> (its cpu_shared_set); a pass put
+        # the guest on CPU 1. After release the migratable XML, which
+        # nova sends to a live migration's destination, may name no CPU
+        # nova did not give (issue 34, R1: it carried '0-1').
+        a = self.boot('a', cpuset='0')
+        self.cf.config(group='nova_pinning', reserved_cpus='0')
+        proc = self.cli('rebind')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertPinned(a, {0: S('1')})
+        self.cf.config(group='nova_pinning', reserved_cpus=None)
+        proc = self.cli('release')
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertPinned(a, {0: S('0')})
+        self.assertEqual(S('0'), self.cpus_allowed(self.pid(a)))
+        root = ET.fromstring(a.XMLDesc(  # noqa: S314
+            self.libvirt.VIR_DOMAIN_XML_MIGRATABLE))
+        self.assertEqual('0', root.find('vcpu').get('cpuset'))
+        pins = {(p.tag, p.get('cpuset')) for p in root.find('cputune')
+                if p.tag.endswith('pin')}
+        self.assertTrue(pins)  # libvirt 9.0 keeps a live pin listed
+        self.assertEqual({S('0')}, {S(c) for _, c in pins}, pins)

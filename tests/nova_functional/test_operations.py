@@ -482,3 +482,47 @@ class TestPlacementRatio(OperationsTestBase):
         info = overcommit.read(self.oc_path)
         self.assertEqual((16.0, 'placement'),
                          (info.allocation_ratio, info.ratio_source))
+
+
+class TestSwitchedOff(OperationsTestBase):
+    """``[nova_pinning] enabled = false`` after the package pinned a
+    guest (issue 34, R1): the guest keeps those live pins until it
+    restarts, and nothing of the package runs, yet its unrescue
+    definition and its live migration's destination XML must not carry
+    them."""
+
+    def _switch_off_after_pinning(self):
+        conf_mod.register_opts(CONF)
+        self.flags(group='nova_pinning', enabled=False)
+        self.flags(driver=['nova_pinning'],
+                   group='oslo_messaging_notifications')
+        # What the notification driver's __init__ calls in nova-compute.
+        self.assertIsNone(agent.activate(CONF))
+        self.addCleanup(self._switch_off)
+        from nova.compute import manager
+        # (nova's fixtures put mocks on the class: compare the mark.)
+        self.assertFalse([n for n, v in vars(manager.ComputeManager).items()
+                          if getattr(v, hookpoints.MARK, None) ==
+                          CONF.nova_pinning.hook_name])
+        self.assertIsNone(agent.current())
+
+    def test_no_pin_of_ours_leaves_the_guest(self):
+        small = self.flavors[0]['id']
+        server = self._create_server(flavor_id=small, host=A,
+                                     networks='none')
+        self._switch_off_after_pinning()
+        self.pin_on_source(server)  # what a pass left before the switch
+        self._rescue_server(server)
+        server = self._unrescue_and_keep_xml(server)
+        unrescued = etree.fromstring(self.unrescued_xml)
+        self.assertIsNone(unrescued.find('cputune/vcpupin'))
+        self.assertIsNone(unrescued.find('cputune/emulatorpin'))
+
+        self.pin_on_source(server)
+        self.migrate_from, self.migrate_to = A, B
+        server = self._live_migrate_to(server, B)
+        self.assertEqual(B, self.host_of(server))
+        dest = etree.fromstring(self.destination_xml)
+        self.assertIsNone(dest.find('cputune/vcpupin'))
+        self.assertIsNone(dest.find('cputune/emulatorpin'))
+        self.assertGreater(self.destination_xml.count('<disk'), 0)

@@ -11,7 +11,7 @@ import testtools
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
-from tests.unit.policy_fixtures import G, applied, by_name, make
+from tests.unit.policy_fixtures import G, applied, by_name, host, make
 
 D, NR, XR, HR, U = (plan_mod.DEDICATED, plan_mod.NODE_RANGE,
                     plan_mod.CROSS_NODE_RANGE, plan_mod.HOST_RANGE,
@@ -114,13 +114,14 @@ class TestScenarios(testtools.TestCase):
             check_invariants(self, h, guests, p, name)
 
 
-def check_invariants(test, h, guests, p, name=''):
-    """What holds for every plan (also used by the property tests)."""
+def check_invariants(test, h, guests, p, name='', dedicated_cpus=None):
+    """What holds for every plan (also used by the property tests);
+    ``dedicated_cpus``: nova's ``cpu_dedicated_set`` of the plan."""
     owners = {}
     nova_cpus = set()
     for g in guests:
         if g.active and g.nova_placed:
-            nova_cpus |= g.exclusive_cpus()
+            nova_cpus |= g.exclusive_cpus(dedicated_cpus)
     test.assertFalse(p.pool & nova_cpus, name)
     test.assertTrue(p.pool <= h.cpus, name)
     for gp in p.guests:
@@ -314,3 +315,24 @@ class TestValidation(testtools.TestCase):
         _, p2 = make('intel-2s-28c-ht', list(reversed(guests)))
         self.assertEqual(sorted(p1.guests, key=lambda g: g.uuid),
                          sorted(p2.guests, key=lambda g: g.uuid))
+
+
+class TestRelease(testtools.TestCase):
+    """``release`` puts managed guests back on what nova gave them, never
+    wider (issue 34, R1): a live pin stays in ``dumpxml --migratable``."""
+
+    def test_back_on_novas_cpuset_or_every_cpu(self):
+        h = host('small-1node')
+        shared = G('shared', 2, 0, pins={0: '3', 1: '2'}, emulator='2-3')
+        shared = shared._replace(default_cpuset=S('0-1'))
+        plain = G('plain', 1, 0, pins={0: '3'})
+        nova = G('nova', 1, 0, numa_cells=True, pins={0: '2'})
+        p = policy.release_plan(h, [shared, plain, nova],
+                                policy.Options(allocation_ratio=4.0))
+        got = {gp.name: (gp.mode, gp.vcpu_pins, gp.emulator_pin)
+               for gp in p.guests}
+        self.assertEqual(
+            {'shared': (plan_mod.RELEASED, {0: S('0-1'), 1: S('0-1')},
+                        S('0-1')),
+             'plain': (plan_mod.RELEASED, {0: S('0-3')}, S('0-3')),
+             'nova': (U, {}, None)}, got)

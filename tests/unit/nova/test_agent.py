@@ -137,11 +137,28 @@ class TestActivate(AgentTestCase):
         self.assertIn('this nova lacks nova.virt.libvirt (not importable)',
                       logs.output)
 
-    def test_disabled_installs_nothing(self):
+    def test_disabled_installs_only_the_pin_filter(self):
+        # Switched off, guests keep the live pins of earlier passes:
+        # nova's live migration and unrescue XML must still lose them.
+        pinned = hosts.domain_xml('g', 2, pins={0: '1', 1: '2'},
+                                  emulator='1-2')
+        self.nova.module.get_updated_guest_xml = lambda *a, **k: pinned
+        self.nova.driver_cls._get_existing_domain_xml = \
+            lambda self, *a, **k: pinned
         conf = nova_like_conf(self, enabled=False)
+        logs = self.useFixture(fixtures.FakeLogger())
         self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
         self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
         self.assertFalse(agent.request_pass('x'))
+        self.assertFalse(os.path.exists(conf.nova_pinning.overcommit_file))
+        self.assertFalse(vars(self.nova.driver_cls).get(
+            'update_provider_tree').__dict__.get('_nova_pinning_hook'))
+        for xml in (self.nova.module.get_updated_guest_xml(),
+                    self.nova.driver_cls()._get_existing_domain_xml(
+                        'inst', None)):
+            self.assertIn('<domain', xml)
+            self.assertNotIn('pin', xml)
+        self.assertIn('enabled = false): no hook, no pass', logs.output)
 
     def test_unwritable_overcommit_file_is_logged_not_raised(self):
         conf = nova_like_conf(self, overcommit_file='/proc/nope/oc.json')

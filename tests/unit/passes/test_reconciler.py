@@ -106,6 +106,17 @@ class TestPass(ReconcilerTestCase):
         self.assertIn('disabled', result.error)
         self.assertEqual(0, sum(self.fake.calls.values()))
 
+    def test_release_runs_switched_off(self):
+        # Switched off is when release is run (doc/source/nova.rst).
+        self.boot('a', 2)
+        self.rec.run_pass()
+        self.cf.config(group='nova_pinning', enabled=False)
+        result = self.rec.run_pass(release=True)
+        self.assertIsNone(result.error)
+        every = tuple(range(112))  # the host's online CPUs
+        self.assertEqual({0: every, 1: every},
+                         self.fake.by_name('a').vcpu_pins)
+
     def test_nova_placed_guest_untouched(self):
         xml = hosts.domain_xml('pinned', 2, numa_cells=True,
                                pins={0: '5', 1: '61'}, emulator='5,61')

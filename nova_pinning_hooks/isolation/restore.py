@@ -22,7 +22,9 @@ systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value, after being
 widened to every online CPU (systemd does not write an empty set to the
 kernel); a unit whose ``EffectiveCPUs`` are not then every online CPU
-is a failure.
+is a failure. Through systemctl, or systemd's D-Bus API where there
+is none; with neither, ``undo`` is refused (``ConfigError``) before any
+change.
 
 A state file written before the last reboot describes nothing in force
 (the reboot undid it): it is removed and nothing else is done.

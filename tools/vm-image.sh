@@ -51,7 +51,7 @@ packages=(
     libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
     qemu-system-x86 qemu-guest-agent systemd-container
     python3 python3-libvirt python3-oslo.config python3-oslo.log
-    python3-stevedore python3-pbr python3-prometheus-client
+    python3-stevedore python3-pbr python3-prometheus-client python3-jeepney
     python3-pip python3-setuptools python3-wheel
     procps numactl e2fsprogs util-linux
     irqbalance

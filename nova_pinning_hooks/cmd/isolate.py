@@ -55,7 +55,9 @@ def status_text(st):
         if st.get(key):
             lines.append('%s: %s' % (key.replace('_', ' '), st[key]))
     if 'mode' in st:
-        lines.append('mode: %s' % st['mode'])
+        lines.append('mode: %s' % st['mode'] + (
+            ' (through %s)' % st['systemd_through']
+            if st.get('systemd_through') else ''))
         lines.append('reserved CPUs: %s' % st['reserved_cpus'])
     if st.get('applied_mode'):
         lines.append('applied: %s on CPUs %s, %d processes recorded'

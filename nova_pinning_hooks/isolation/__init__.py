@@ -6,6 +6,7 @@ One capability per module:
 * ``procfs``: read processes from /proc;
 * ``classify``: which processes may be moved, and why not;
 * ``cgroupv1`` / ``systemd``: the two backends, same small interface;
+* ``systemdbus``: systemd's D-Bus API, where there is no systemctl;
 * ``pidwatch``: follow daemon restarts through pid files (inotify);
 * ``state``: the state file that makes every change undoable;
 * ``agent``: apply, sweep and the ``watch`` loop;

@@ -11,18 +11,21 @@ online CPU (no CPU left for guests); reserved CPUs overlapping nova's
 memory nodes not online; a memory limit too small for the host's daemons
 or beyond the host's memory; a group or unit name that is not a plain
 name; ``machine.slice`` (the guests) among the confined units; a mode
-whose cgroup hierarchy or systemctl is missing.
+whose cgroup hierarchy is missing; systemd with neither systemctl on
+PATH nor the system bus (``systemd_access``).
 """
 
 import os
 import re
 import shutil
+import stat
 import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import classify
+from nova_pinning_hooks.isolation import systemdbus
 
 LOG = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ class HostPaths(typing.NamedTuple):
     workqueue_mask: str = '/sys/devices/virtual/workqueue/cpumask'
     qemu_run: str = '/run/libvirt/qemu'  # libvirt's qemu pid files
     irqbalance_run: str = '/run/irqbalance'
+    system_bus: str = systemdbus.SOCKET  # D-Bus, where systemctl is not
 
 
 HOST = HostPaths()  # the real host
@@ -67,6 +71,7 @@ class Settings(typing.NamedTuple):
     paths: HostPaths
     interrupts: bool = True      # keep interrupts off one-to-one CPUs
     workqueues: bool = True      # and unbound workqueues
+    system_bus: typing.Optional[str] = None  # systemd over D-Bus here
 
 
 def _read_set(path, what):
@@ -221,10 +226,40 @@ def _check_v2_cpuset(root):
                           'AllowedCPUs= would confine nothing' % root)
 
 
+def _is_socket(path):
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def systemd_access(paths=HOST):
+    """``(systemctl path, None)`` or, without systemctl on PATH (kolla's
+    images), ``(None, system bus socket)`` for systemd's D-Bus API;
+    ConfigError naming exactly what is missing when neither is there."""
+    systemctl = shutil.which('systemctl')
+    if systemctl is not None:
+        return systemctl, None
+    if not _is_socket(paths.system_bus):
+        raise ConfigError(
+            'cgroup_mode systemd: no systemctl on PATH and no system bus '
+            'at %s: mount the host\'s /run/dbus (or /run) into the '
+            'container, or install systemctl' % paths.system_bus)
+    missing = systemdbus.available()
+    if missing:
+        raise ConfigError(
+            'cgroup_mode systemd: no systemctl on PATH, and the Python '
+            'package jeepney, needed to reach systemd over D-Bus at %s, '
+            'is not installed (%s): pip install jeepney, or apt install '
+            'python3-jeepney' % (paths.system_bus, missing))
+    return None, paths.system_bus
+
+
 def resolve_mode(opts, paths=HOST, undo=False):
-    """``(mode, systemctl path)``; ConfigError if that mode cannot work
-    here. ``undo``: only to put properties back, which works whether or
-    not they ever took effect."""
+    """``(mode, systemctl path, system bus)`` (see ``systemd_access``;
+    both None for v1); ConfigError if that mode cannot work here.
+    ``undo``: only to put properties back, which works whether or not
+    they ever took effect."""
     mode = opts.cgroup_mode
     root = opts.cgroup_root
     if mode == 'auto':
@@ -232,12 +267,10 @@ def resolve_mode(opts, paths=HOST, undo=False):
         mode = ('systemd' if unified and os.path.isdir(paths.systemd_run)
                 else 'v1')
     if mode == 'systemd':
-        systemctl = shutil.which('systemctl')
-        if systemctl is None:
-            raise ConfigError('cgroup_mode systemd: no systemctl on PATH')
+        systemctl, bus = systemd_access(paths)
         if not undo:
             _check_v2_cpuset(root)
-        return mode, systemctl
+        return mode, systemctl, bus
     if not os.path.exists(os.path.join(root, 'cpuset', 'cpuset.cpus')):
         raise ConfigError('cgroup_mode v1: no cgroup v1 cpuset hierarchy '
                           'at %s' % os.path.join(root, 'cpuset'))
@@ -246,7 +279,7 @@ def resolve_mode(opts, paths=HOST, undo=False):
         raise ConfigError('memory_limit_mib is set but there is no cgroup '
                           'v1 memory hierarchy at %s'
                           % os.path.join(root, 'memory'))
-    return mode, None
+    return mode, None, None
 
 
 def load(conf, paths=HOST):
@@ -256,7 +289,7 @@ def load(conf, paths=HOST):
     _check_guest_overlap(conf, cpus)
     mems = _memory_nodes(opts, paths)
     check_names(opts)
-    mode, systemctl = resolve_mode(opts, paths)
+    mode, systemctl, bus = resolve_mode(opts, paths)
     limit = _memory_limit(opts, paths)
     if limit and mode == 'systemd':
         LOG.warning('isolation: memory_limit_mib applies to cgroup v1 '
@@ -276,4 +309,5 @@ def load(conf, paths=HOST):
         pidfile_dirs=tuple(opts.pidfile_dirs),
         sweep_interval=opts.sweep_interval, slices=tuple(opts.slices),
         state_file=opts.state_file, systemctl=systemctl, paths=paths,
-        interrupts=opts.interrupts, workqueues=opts.workqueues)
+        interrupts=opts.interrupts, workqueues=opts.workqueues,
+        system_bus=bus)

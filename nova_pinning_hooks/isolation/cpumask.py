@@ -1,4 +1,5 @@
-"""The kernel's hexadecimal CPU masks, as sets. Pure: no I/O.
+"""The kernel's hexadecimal CPU masks (and systemd's D-Bus byte masks),
+as sets. Pure: no I/O.
 
 ``/sys/devices/virtual/workqueue/cpumask`` and irqbalance's ``setup``
 answer print a CPU set as the kernel's ``%*pb``: hexadecimal, most
@@ -53,3 +54,26 @@ def format(cpus):  # noqa: A001 - mirrors parse()
         if not value:
             break
     return ','.join(reversed(groups))
+
+
+def to_bytes(cpus):
+    """systemd's D-Bus encoding of a CPU set (``AllowedCPUs``, ``ay``):
+    CPU n is bit n % 8 of byte n // 8 (``cpu_set_to_dbus``); CPUs 0-1
+    are ``b'\\x03'``, the empty set no bytes."""
+    data = bytearray()
+    for cpu in cpus:
+        if not 0 <= cpu < MAX_CPUS:
+            raise cpuset.CpusetError('CPU %r out of range' % (cpu,))
+        if cpu // 8 >= len(data):
+            data.extend(bytes(cpu // 8 + 1 - len(data)))
+        data[cpu // 8] |= 1 << (cpu % 8)
+    return bytes(data)
+
+
+def from_bytes(data):
+    """The CPU set in systemd's D-Bus encoding (trailing zero bytes, as
+    systemd sends them, change nothing)."""
+    if len(data) > MAX_CPUS // 8:
+        raise cpuset.CpusetError('a CPU mask of %d bytes' % len(data))
+    return frozenset(i * 8 + bit for i, byte in enumerate(data)
+                     for bit in range(8) if byte & (1 << bit))

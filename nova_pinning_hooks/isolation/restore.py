@@ -22,7 +22,9 @@ systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value, after being
 widened to every online CPU (systemd does not write an empty set to the
 kernel); a unit whose ``EffectiveCPUs`` are not then every online CPU
-is a failure.
+is a failure. Through systemctl, or systemd's D-Bus API where there
+is none; with neither, ``undo`` is refused (``ConfigError``) before any
+change.
 
 A state file written before the last reboot describes nothing in force
 (the reboot undid it): it is removed and nothing else is done.
@@ -42,7 +44,6 @@ removed; with systemd the configured units get ``AllowedCPUs=`` empty.
 """
 
 import os
-import shutil
 import typing
 
 from oslo_log import log as logging
@@ -64,10 +65,6 @@ class UndoResult(typing.NamedTuple):
     others: int                  # processes found in the group unrecorded
     failures: tuple              # what could not be restored
     earlier_boot: bool = False   # the state was left by an earlier boot
-
-
-def _systemctl():
-    return shutil.which('systemctl') or 'systemctl'
 
 
 def _undo_v1(record, moved, proc, configured=None):
@@ -107,8 +104,10 @@ def _undo_v1(record, moved, proc, configured=None):
 
 
 def _undo_systemd(record, paths):
+    # systemctl, or systemd's D-Bus API where there is none.
+    systemctl, bus = config.systemd_access(paths)
     backend = systemd.Systemd(record.get('slices', []),
-                              systemctl=_systemctl(),
+                              systemctl=systemctl, system_bus=bus,
                               online=(config.online_cpus(paths),
                                       config.online_nodes(paths)))
     failures = backend.restore(record)
@@ -119,7 +118,7 @@ def _fallback(conf, paths, why):
     """Undo without a usable state: what the configuration names."""
     opts = conf.nova_pinning_isolation
     config.check_names(opts)
-    mode, systemctl = config.resolve_mode(opts, paths, undo=True)
+    mode, _, _ = config.resolve_mode(opts, paths, undo=True)
     failures = [why] if why else []
     if mode == 'systemd':
         if not why:
@@ -174,8 +173,9 @@ def _restore(st, paths, configured=None):
 def undo(conf, paths=config.HOST):
     """Restore what the state file records; an ``UndoResult``. Raises
     ``state.StateError`` if another agent holds the lock, and
-    ``config.ConfigError`` only when falling back to the configuration
-    and that is unusable too."""
+    ``config.ConfigError`` when falling back to the configuration and
+    that is unusable too, or when systemd is to be told and neither
+    systemctl nor the system bus is there (nothing changed then)."""
     path = conf.nova_pinning_isolation.state_file
     with state.Lock(path):
         try:
@@ -196,6 +196,10 @@ def undo(conf, paths=config.HOST):
             LOG.info('isolation: %s was written before the last reboot, '
                      'which undid it; removed', path)
             return UndoResult(st['mode'], 0, 0, (), earlier_boot=True)
+        if st['mode'] == 'systemd':
+            # Before any change: without systemctl or the system bus
+            # nothing can be undone, and the one line says what to add.
+            config.systemd_access(paths)
         restored, others, failures = _restore(
             st, paths, conf.nova_pinning_isolation.group_name)
         if st['mode'] == 'v1':

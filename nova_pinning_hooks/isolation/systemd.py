@@ -20,7 +20,12 @@ value, and checks ``EffectiveCPUs`` afterwards (every online CPU, or empty
 when systemd switched the unit's cpuset off): a unit still confined is a
 failure, never a success.
 
-systemctl always runs with an argument list, never through a shell.
+systemd is reached through ``Systemctl`` (the command, on PATH) or,
+where there is none (kolla's images), ``systemdbus.Manager`` (its D-Bus
+API on the system bus): the same two requests, ``show`` and
+``set_runtime``, with the same values, so the units, the undo and the
+state file are the same either way. systemctl always runs with an
+argument list, never through a shell.
 """
 
 import subprocess
@@ -29,6 +34,7 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import systemdbus
 
 LOG = logging.getLogger(__name__)
 
@@ -41,27 +47,17 @@ def _props(text):
                 if '=' in line)
 
 
-class Systemd:
+class Systemctl:
+    """systemd through its command-line client."""
 
-    name = 'systemd'
-    moves_processes = False
+    def __init__(self, path='systemctl'):
+        self.path = path
 
-    def __init__(self, slices, cpus=None, mems=None, systemctl='systemctl',
-                 online=None):
-        self.slices = list(slices)
-        self.cpus = cpus
-        self.mems = mems
-        self.systemctl = systemctl
-        # (online CPUs, online memory nodes): what an unconfined unit
-        # gets; needed by restore() only.
-        self.online = online
-
-    @classmethod
-    def from_settings(cls, s):
-        return cls(s.slices, s.cpus, s.mems, s.systemctl)
+    def __str__(self):
+        return self.path
 
     def _run(self, *args):
-        argv = [self.systemctl] + list(args)
+        argv = [self.path] + list(args)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True,
                                   timeout=TIMEOUT, check=False)
@@ -81,6 +77,43 @@ class Systemd:
                                 'EffectiveCPUs', '-p', 'AllowedMemoryNodes',
                                 unit))
 
+    def set_runtime(self, unit, props):
+        self._run('set-property', '--runtime', unit,
+                  *['%s=%s' % kv for kv in sorted(props.items())])
+
+
+def manager(systemctl=None, system_bus=None):
+    """How systemd is reached: its command when there is one, otherwise
+    its D-Bus API on the system bus at ``system_bus``."""
+    if systemctl or not system_bus:
+        return Systemctl(systemctl or 'systemctl')
+    return systemdbus.Manager(systemdbus.Bus(system_bus))
+
+
+class Systemd:
+
+    name = 'systemd'
+    moves_processes = False
+
+    def __init__(self, slices, cpus=None, mems=None, systemctl='systemctl',
+                 online=None, system_bus=None):
+        self.slices = list(slices)
+        self.cpus = cpus
+        self.mems = mems
+        self.systemd = manager(systemctl, system_bus)
+        # (online CPUs, online memory nodes): what an unconfined unit
+        # gets; needed by restore() only.
+        self.online = online
+
+    @classmethod
+    def from_settings(cls, s):
+        return cls(s.slices, s.cpus, s.mems, s.systemctl,
+                   system_bus=s.system_bus)
+
+    def show(self, unit):
+        """The unit's CPU properties, as systemd reports them."""
+        return self.systemd.show(unit)
+
     def _wanted(self):
         props = {'AllowedCPUs': cpuset.format(self.cpus)}
         if self.mems:
@@ -96,8 +129,7 @@ class Systemd:
         return {'slices': list(self.slices), 'previous': previous}
 
     def _set(self, unit, props):
-        self._run('set-property', '--runtime', unit,
-                  *['%s=%s' % kv for kv in sorted(props.items())])
+        self.systemd.set_runtime(unit, props)
 
     def drifted(self):
         """Units whose properties are not (or no longer) ours."""
@@ -164,7 +196,8 @@ class Systemd:
                     if _canonical(units[u].get('EffectiveCPUs', '')) ==
                     cpuset.format(self.cpus)]
         return {'slices': units, 'confined': len(confined),
-                'not_confined': len(self.slices) - len(confined)}
+                'not_confined': len(self.slices) - len(confined),
+                'systemd_through': str(self.systemd)}
 
 
 def _canonical(text):

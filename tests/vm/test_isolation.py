@@ -4,7 +4,9 @@
 user.slice and init.scope; the checks read real daemons'
 ``Cpus_allowed_list`` in /proc: systemd itself (pid 1, init.scope),
 journald, D-Bus, libvirtd and the guest agent (system.slice), never the
-guests' threads (machine.slice).
+guests' threads (machine.slice). Where there is no systemctl (kolla's
+images), the agent runs in a mount namespace that hides it and reaches
+systemd over D-Bus instead (``npi_without_systemctl``).
 """
 
 from tests.vm import base
@@ -14,6 +16,24 @@ HOST_DAEMONS = ('systemd', 'systemd-journal', 'dbus-daemon', 'libvirtd',
 RESERVED = '0-1'
 EVERY_CPU = '0-7'
 UNIT = 'nova-pinning-isolate.service'
+BUS = '/run/dbus/system_bus_socket'
+# In a mount namespace of its own, /usr/bin/systemctl (/bin is a link to
+# /usr/bin on Debian 12) becomes an empty file nobody may run, and with
+# "nobus" the system bus's directory an empty tmpfs; the host keeps both.
+WITHOUT_SYSTEMCTL = """set -e
+mount --bind /root/no-systemctl /usr/bin/systemctl
+if [ ! -L /bin ] && [ -e /bin/systemctl ]; then
+    mount --bind /root/no-systemctl /bin/systemctl
+fi
+if [ "$1" = nobus ]; then mount -t tmpfs none /run/dbus; fi
+shift
+for dir in $(echo "$PATH" | tr : ' ') /bin /sbin /usr/sbin; do
+    if [ -x "$dir/systemctl" ]; then
+        echo "$dir/systemctl is still there" >&2; exit 99
+    fi
+done
+exec nova-pinning-isolate "$@"
+"""
 
 
 class TestIsolation(base.VMTestCase):
@@ -32,21 +52,42 @@ class TestIsolation(base.VMTestCase):
         return self.sh(['systemctl', 'show', '-P', 'EffectiveCPUs',
                         unit]).out.strip()
 
+    def npi_without_systemctl(self, *args, bus=True, check=True):
+        self.vm.write('/root/no-systemctl', '', mode='0644')
+        return self.sh(['unshare', '--mount', '--propagation', 'private',
+                        'sh', '-c', WITHOUT_SYSTEMCTL, 'hide',
+                        'bus' if bus else 'nobus', '--config-file',
+                        base.CONF] + list(args), check=check, timeout=180)
+
     def pinned_guest(self):
         g = self.create_guest('iso', 2, node=1)
         self.np('rebind')
         return g, self.kernel(g)[g]['vcpus']
+
+    def confined(self, g, vcpus):
+        """The host's daemons on the reserved CPUs; never the guests:
+        machine.slice and the vCPU threads unchanged."""
+        self.assertEqual(dict.fromkeys(HOST_DAEMONS, RESERVED),
+                         self.daemons())
+        self.assertEqual(EVERY_CPU, self.slice_cpus('machine.slice'))
+        self.assertEqual(vcpus, self.kernel(g)[g]['vcpus'])
+
+    def undone(self, g, vcpus, status):
+        """Every daemon and system.slice on every CPU again, the guest
+        as it was, ``status`` (its text) saying so."""
+        self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
+                         self.daemons())
+        self.assertEqual(EVERY_CPU, self.slice_cpus('system.slice'))
+        self.assertEqual(vcpus, self.kernel(g)[g]['vcpus'])
+        self.assertIn('state: not applied', status)
+        self.assertIn('units confined: 0, not confined: 3', status)
 
     def test_apply_restart_undo(self):
         g, vcpus = self.pinned_guest()
         self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
                          self.daemons())
         self.npi('apply')
-        self.assertEqual(dict.fromkeys(HOST_DAEMONS, RESERVED),
-                         self.daemons())
-        # Never the guests: machine.slice and the vCPU threads unchanged.
-        self.assertEqual(EVERY_CPU, self.slice_cpus('machine.slice'))
-        self.assertEqual(vcpus, self.kernel(g)[g]['vcpus'])
+        self.confined(g, vcpus)
         self.assertIn('units confined: 3, not confined: 0',
                       self.npi('status').out)
 
@@ -62,13 +103,7 @@ class TestIsolation(base.VMTestCase):
 
         # undo gives the kernel its view back (systemd alone did not).
         self.npi('undo')
-        self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
-                         self.daemons())
-        self.assertEqual(EVERY_CPU, self.slice_cpus('system.slice'))
-        self.assertEqual(vcpus, self.kernel(g)[g]['vcpus'])
-        out = self.npi('status').out
-        self.assertIn('state: not applied', out)
-        self.assertIn('units confined: 0, not confined: 3', out)
+        self.undone(g, vcpus, self.npi('status').out)
 
     def test_the_watch_unit_puts_back_a_unit_reset_behind_its_back(self):
         self.sh(['cp', '/root/nph/etc/systemd/' + UNIT,
@@ -125,3 +160,31 @@ class TestIsolation(base.VMTestCase):
                          self.npi('status').out.splitlines(True)[0])
         self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
                          self.daemons())
+
+    def test_without_systemctl_over_dbus(self):
+        g, vcpus = self.pinned_guest()
+        # Neither systemctl nor the bus: one line naming both, nothing
+        # changed.
+        result = self.npi_without_systemctl('apply', bus=False, check=False)
+        self.assertEqual((2, ''), (result.rc, result.out), result)
+        self.assertEqual(
+            ['nova-pinning-isolate: error: cgroup_mode systemd: no '
+             'systemctl on PATH and no system bus at %s: mount the host\'s '
+             '/run/dbus (or /run) into the container, or install systemctl'
+             % BUS], result.err.splitlines())
+        self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
+                         self.daemons())
+
+        self.npi_without_systemctl('apply')
+        self.confined(g, vcpus)
+        # What systemd itself says, through the host's systemctl: the
+        # runtime property the D-Bus call set.
+        self.assertEqual(RESERVED, self.slice_cpus('system.slice'))
+        self.assertEqual('AllowedCPUs=0-1\n', self.sh(
+            ['systemctl', 'show', '-p', 'AllowedCPUs', 'init.scope']).out)
+        out = self.npi_without_systemctl('status').out
+        self.assertIn('mode: systemd (through D-Bus at %s)' % BUS, out)
+        self.assertIn('units confined: 3, not confined: 0', out)
+
+        self.npi_without_systemctl('undo')
+        self.undone(g, vcpus, self.npi_without_systemctl('status').out)

@@ -66,7 +66,8 @@ class FakeHost(fixtures.Fixture):
             systemd_run=j(self.top, 'run-systemd'),
             workqueue_mask=j(self.top, 'workqueue', 'cpumask'),
             qemu_run=j(self.top, 'run-qemu'),
-            irqbalance_run=j(self.top, 'run-irqbalance'))
+            irqbalance_run=j(self.top, 'run-irqbalance'),
+            system_bus=j(self.top, 'run-dbus', 'system_bus_socket'))
         self.cgroot = j(self.top, 'cgroup')
         self.roots = {'cpuset': j(self.cgroot, 'cpuset'),
                       'memory': j(self.cgroot, 'memory')}

@@ -19,9 +19,34 @@ Invariants:
 
 import time
 
-import libvirt
-
 from nova_pinning_hooks.host import qemuproc
+
+# The binding is not a requirement of the package (the ``libvirt`` extra
+# brings it): inside nova-compute nova's environment has its own, which a
+# requirement made pip replace with the constraints' libvirt-python,
+# built from source. Without it the package still imports (planning a
+# snapshot, --version need no libvirt); the first use of libvirt raises
+# ``BindingMissing``, which the commands print as one line.
+MISSING = ('the libvirt Python binding is not installed (no module '
+           'libvirt): pip install "nova-pinning-hooks[libvirt]", or the '
+           "distribution's package (python3-libvirt)")
+
+
+class BindingMissing(ImportError):
+    """libvirt was used where its Python binding is not installed."""
+
+
+class _Missing:
+    """Stands in for the libvirt module where it cannot be imported."""
+
+    def __getattr__(self, name):
+        raise BindingMissing(MISSING)
+
+
+try:
+    import libvirt
+except ImportError:
+    libvirt = _Missing()
 
 
 def _ignore_error(_ctx, _err):
@@ -37,8 +62,10 @@ def quiet_errors():
 
 
 RUN_DIR = '/run/libvirt/qemu'
-GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
-BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
+_missing = isinstance(libvirt, _Missing)
+GONE = () if _missing else (libvirt.VIR_ERR_NO_DOMAIN,
+                            libvirt.VIR_ERR_OPERATION_INVALID)
+BUSY = () if _missing else (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
 # Why libvirt pauses a domain while one of its asynchronous jobs holds it
 # (qemu's start, migration, save, dump, snapshot): a pin call, which needs
 # a job of its own, would wait for that one to end (up to libvirt's 30 s,
@@ -49,7 +76,7 @@ HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
                            ('MIGRATION', 'migrating'),
                            ('SAVE', 'being saved'), ('DUMP', 'being dumped'),
                            ('SNAPSHOT', 'in a snapshot'))
-        if hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
+        if not _missing and hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
 
 
 now = time.monotonic  # the clock of samples; tests replace it

@@ -11,7 +11,7 @@ import yaml
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 DASHBOARD = os.path.join(TOP, 'etc', 'grafana', 'nova-pinning-steal.json')
-RULES = os.path.join(TOP, 'etc', 'prometheus', 'nova-pinning-rules.yml')
+RULES = os.path.join(TOP, 'etc', 'prometheus', 'nova-pinning.rules')
 CONFIG = os.path.join(TOP, 'etc', 'prometheus', 'prometheus.yml')
 RULES_TEST = os.path.join(TOP, 'tests', 'unit', 'prometheus',
                           'rules_test.yml')

@@ -10,6 +10,8 @@
 #
 #   tools/run-tests.sh              # everything, nova 29 and 34
 #   tools/run-tests.sh py3 pep8     # chosen tox environments only
+#   (build, before the tests: the release's sdist and wheel, twine check,
+#   and installing the wheel with nova 29's and 34's constraints)
 #   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
 #                                   # release, 29 to 34 (doc/source/nova.rst)
 #   tools/run-tests.sh cloud        # the one-machine cloud (tools/cloud.sh,
@@ -48,7 +50,7 @@ for e in "$@"; do
         *) envs+=("$e") ;;
     esac
 done
-[ ${#envs[@]} -gt 0 ] || envs=(pep8 docs releasenotes py3 functional vm
+[ ${#envs[@]} -gt 0 ] || envs=(pep8 docs releasenotes build py3 functional vm
     "nova-${releases[0]}" "nova-${releases[-1]}"
     "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}"
     cloud tempest-smoke)

@@ -180,7 +180,8 @@ def parse(conf, argv, project, prog):
     argparse prints a usage text and an error line, then exits 2; oslo
     exits 1 with a message for a bad value of a command-line option set
     in a configuration file (``debug = maybe``). Both become the one
-    line of a UsageError; ``--help`` still prints its text and exits 0.
+    line of a UsageError; ``--help`` still prints its text and exits 0,
+    and so does ``--version`` (the installed version, on stdout).
     """
     import contextlib
     import io
@@ -188,10 +189,13 @@ def parse(conf, argv, project, prog):
 
     from oslo_config import cfg
 
+    from nova_pinning_hooks.observe import version
+
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            conf(argv, project=project, prog=prog)
+            conf(argv, project=project, prog=prog,
+                 version=version.version_string())
     except SystemExit as exc:
         if exc.code in (0, None):
             sys.stderr.write(captured.getvalue())

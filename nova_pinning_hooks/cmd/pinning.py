@@ -199,7 +199,13 @@ def main(argv=None):
     common.setup_logging(conf, PROG)
     if conf.command.func is not cmd_plan:  # planning needs no libvirt
         from nova_pinning_hooks.host import libvirtapi
-        libvirtapi.quiet_errors()
+        try:
+            libvirtapi.quiet_errors()
+        except libvirtapi.BindingMissing as exc:
+            # An installation without the binding (no libvirt extra, no
+            # python3-libvirt): what to install, in one line.
+            sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+            return 2
     try:
         output = conf.command.func(conf)
     except UsageError as exc:

@@ -21,9 +21,34 @@ Invariants:
 
 import time
 
-import libvirt
-
 from nova_pinning_hooks.host import qemuproc
+
+# The binding is not a requirement of the package (the ``libvirt`` extra
+# brings it): inside nova-compute nova's environment has its own, which a
+# requirement made pip replace with the constraints' libvirt-python,
+# built from source. Without it the package still imports (planning a
+# snapshot, --version need no libvirt); the first use of libvirt raises
+# ``BindingMissing``, which the commands print as one line.
+MISSING = ('the libvirt Python binding is not installed (no module '
+           'libvirt): pip install "nova-pinning-hooks[libvirt]", or the '
+           "distribution's package (python3-libvirt)")
+
+
+class BindingMissing(ImportError):
+    """libvirt was used where its Python binding is not installed."""
+
+
+class _Missing:
+    """Stands in for the libvirt module where it cannot be imported."""
+
+    def __getattr__(self, name):
+        raise BindingMissing(MISSING)
+
+
+try:
+    import libvirt
+except ImportError:
+    libvirt = _Missing()
 
 
 def _ignore_error(_ctx, _err):
@@ -39,8 +64,10 @@ def quiet_errors():
 
 
 RUN_DIR = '/run/libvirt/qemu'
-GONE = (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID)
-BUSY = (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
+_missing = isinstance(libvirt, _Missing)
+GONE = () if _missing else (libvirt.VIR_ERR_NO_DOMAIN,
+                            libvirt.VIR_ERR_OPERATION_INVALID)
+BUSY = () if _missing else (libvirt.VIR_ERR_OPERATION_TIMEOUT,)
 # Why libvirt pauses a domain while one of its asynchronous jobs holds it
 # (qemu's start, migration, save, dump, snapshot): a pin call, which needs
 # a job of its own, would wait for that one to end (up to libvirt's 30 s,
@@ -51,14 +78,14 @@ HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
                            ('MIGRATION', 'migrating'),
                            ('SAVE', 'being saved'), ('DUMP', 'being dumped'),
                            ('SNAPSHOT', 'in a snapshot'))
-        if hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
+        if not _missing and hasattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name)}
 # A running domain can be held too: the source of a live migration runs
 # until the switch-over (minutes for a large guest), a live dump or a
 # backup never pauses it. Its job shows only in ``jobStats``: any type
 # but none, "completed" included (a live dump here read "completed"
 # while libvirt still wrote it out; security.rst, "A guest held by a job
 # of libvirt's"); why is in its operation.
-JOB_NONE = libvirt.VIR_DOMAIN_JOB_NONE
+JOB_NONE = None if _missing else libvirt.VIR_DOMAIN_JOB_NONE
 JOB_OPERATION = {getattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name): text
                  for name, text in (('MIGRATION_OUT', 'migrating'),
                                     ('MIGRATION_IN', 'migrating in'),
@@ -66,10 +93,12 @@ JOB_OPERATION = {getattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name): text
                                     ('DUMP', 'being dumped'),
                                     ('SNAPSHOT', 'in a snapshot'),
                                     ('BACKUP', 'in a backup'))
-                 if hasattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name)}
+                 if not _missing
+                 and hasattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name)}
 # jobStats of an incoming migration's domain: libvirt refuses it ("only on
 # the source host"); that domain is held all the same.
-JOB_UNSUPPORTED = libvirt.VIR_ERR_OPERATION_UNSUPPORTED
+JOB_UNSUPPORTED = None if _missing else \
+    libvirt.VIR_ERR_OPERATION_UNSUPPORTED
 
 
 now = time.monotonic  # the clock of samples; tests replace it

@@ -36,6 +36,8 @@ Invariants:
   all guests' vCPU counters; a part that cannot be read (libvirt down,
   no ratio) leaves its series out and sets ``nova_pinning_up`` to 0,
   never raises out of ``read_view``;
+* ``nova_pinning_build_info{version="1.0.0"} 1`` names the installed
+  release in every exposition, whatever could be read;
 * a series a dashboard panel or an alert rule reads (``etc/``) is
   served from the start, at zero where nothing happened yet (every pin
   change result and kind, the isolation counts where isolation is not
@@ -52,6 +54,7 @@ from prometheus_client import exposition as prom_exposition
 from prometheus_client import registry as prom_registry
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.observe import version
 
 PREFIX = 'nova_pinning_'
 OUTCOMES = ('ok', 'failed', 'refused')
@@ -174,6 +177,13 @@ class _Collector:
             yield from self._passes()
 
     def _host(self):
+        # Which release runs here, the Prometheus way (an ``_info``
+        # series, always 1, the version as a label): joined on
+        # ``instance`` to any other series, or counted by version over a
+        # fleet during an upgrade.
+        yield core.InfoMetricFamily(
+            PREFIX + 'build', 'The installed nova-pinning-hooks release.',
+            value={'version': version.version_string()})
         up = core.GaugeMetricFamily(
             PREFIX + 'up', '1 if the plan and the vCPU counters of the host '
             'could be read for these metrics, else 0.')

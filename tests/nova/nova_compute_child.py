@@ -35,6 +35,9 @@ import nova.cmd.compute  # noqa: E402,F401
 from nova.compute import manager  # noqa: E402
 
 if use_fake:
+    # The package as installed (tox's wheel) first; the checkout is on
+    # the path for the test helpers (tests.*) only.
+    import nova_pinning_hooks  # noqa: E402,F401
     sys.path.insert(0, TOP)
     from nova_pinning_hooks.host import libvirtapi  # noqa: E402
     from nova_pinning_hooks.host import virtread  # noqa: E402

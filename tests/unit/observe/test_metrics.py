@@ -73,11 +73,25 @@ class TestMetricsCommand(LiveCliTestCase):
         # One bulk call for the counters of every guest.
         self.assertEqual(1, self.fake.calls['getAllDomainStats'] - bulk)
 
+    def test_build_info_names_the_installed_release(self):
+        from importlib import metadata
+        code, out, err = self.run_cli('metrics')
+        self.assertEqual(0, code, err)
+        release = metadata.version('nova-pinning-hooks')
+        self.assertEqual(1, value(out, 'nova_pinning_build_info',
+                                  version=release))
+        # The text Prometheus scrapes: an info series, gauge, value 1.
+        self.assertIn('# TYPE nova_pinning_build_info gauge\n', out)
+        self.assertIn('nova_pinning_build_info{version="%s"} 1.0\n'
+                      % release, out)
+
     def test_libvirt_down_is_up_0_and_exit_1(self):
         self.fake.down = True
         code, out, err = self.run_cli('metrics')
         self.assertEqual(1, code)
         self.assertEqual(0, value(out, 'nova_pinning_up'))
+        # Which release runs is said even when nothing could be read.
+        self.assertEqual(1, value(out, 'nova_pinning_build_info'))
         self.assertEqual(1, len(err.strip().splitlines()), err)
         self.assertNotIn('Traceback', err)
 

@@ -58,6 +58,38 @@ class TestPromtool(testtools.TestCase):
                   if t.get('exp_alerts')}
         self.assertEqual(set(promql.alert_rules()), firing)
 
+    def test_every_alert_has_a_runbook_section(self):
+        """Each alert's runbook_url is its own section of
+        doc/source/runbook.rst: a title naming the alert (Sphinx's anchor
+        is the title in lower case), with what it means, what to check
+        and what to do."""
+        with open(os.path.join(promql.TOP, 'doc', 'source',
+                               'runbook.rst')) as f:
+            lines = f.read().splitlines()
+        sections = {}
+        for i, line in enumerate(lines[1:], 1):
+            if line and set(line) == {'='} and len(line) == len(lines[i - 1]):
+                sections[lines[i - 1]] = i
+        rules = promql.alert_rules()
+        self.assertEqual(8, len(rules))
+        for name, rule in rules.items():
+            self.assertEqual('runbook.html#' + name.lower(),
+                             rule['annotations'].get('runbook_url'), name)
+            self.assertIn(name, sections)
+            nxt = min([n for n in sections.values() if n > sections[name]]
+                      + [len(lines)])
+            body = lines[sections[name]:nxt]
+            for head in ('What it means', 'What to check', 'What to do'):
+                self.assertIn(head, body, name)
+
+    def test_rules_file_is_named_as_kolla_ansible_loads(self):
+        # kolla-ansible's prometheus role finds "*.rules" files only.
+        self.assertTrue(promql.RULES.endswith('.rules'))
+        with open(promql.CONFIG) as f:
+            config = yaml.safe_load(f)
+        self.assertEqual([os.path.basename(promql.RULES)],
+                         config['rule_files'])
+
     def test_dashboard_queries_parse(self):
         """Each query as a recording rule: promtool parses its PromQL."""
         tmp = self.useFixture(fixtures.TempDir()).path

@@ -167,7 +167,12 @@ class EarlyLogTestCase(testtools.TestCase):
         self.assertTrue(earlylog.holding())
         capture = self.set_up_logging()
         earlylog.release()
+        # ... and the line on the other notification drivers (none here).
         self.assertEqual(
             [('INFO', 'nova_pinning_hooks.nova.hookpoints',
               'nova-pinning-hooks: hook bind_numa_affinity runs after '
-              'ComputeManager.init_host')], capture.lines)
+              'ComputeManager.init_host'),
+             ('INFO', 'nova_pinning_hooks.nova.notifier',
+              'nova-pinning-hooks: other notification drivers: none: no '
+              "other service receives nova's notifications from this "
+              'compute')], capture.lines)

@@ -21,6 +21,8 @@
 #                                     # the API and show their pins
 #   tools/cloud.sh up [--series 34|29] [--package on|off]
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
+#   tools/cloud.sh package disabled   # [nova_pinning] enabled = false, the
+#                                     # driver kept (nova.rst, "Switch it off")
 #   tools/cloud.sh restart-compute N [--kill]
 #   tools/cloud.sh status
 #   tools/cloud.sh down [--purge]     # --purge also drops the databases
@@ -430,7 +432,13 @@ write_package_conf() {
         {
             echo "[oslo_messaging_notifications]"
             echo "driver = messagingv2"
-            if [ "$package" = on ]; then echo "driver = nova_pinning"; fi
+            if [ "$package" != off ]; then echo "driver = nova_pinning"; fi
+            # Switched off the way doc/source/nova.rst says: loaded, only
+            # the filter that keeps its pins out of migration and
+            # unrescue XML.
+            if [ "$package" = disabled ]; then
+                printf '[nova_pinning]\nenabled = false\n'
+            fi
         } > "$etc/nova/pinning$i.conf"
     done
     echo "$package" > "$STATE/package"
@@ -894,7 +902,8 @@ case "$cmd" in
     package)
         from_state
         package=${args[0]:-}
-        case "$package" in on|off) ;; *) die "usage: cloud.sh package on|off" ;; esac
+        case "$package" in on|off|disabled) ;;
+            *) die "usage: cloud.sh package on|off|disabled" ;; esac
         write_package_conf
         for n in 1 2; do
             start_libvirtd "$n"  # it is, unless something killed it

@@ -168,3 +168,41 @@ class TestLifecycle(base.CloudTestCase):
         self.assertNotEqual(-1, restart)
         self.assertNotIn('rebinding pass', tail[restart:])
         self.assert_no_compute_error()
+
+    def test_switched_off_our_pins_never_reach_another_host(self):
+        """doc/source/nova.rst's switch-off ([nova_pinning] enabled =
+        false, the driver line kept): a guest the package had pinned to
+        CPU 1 of nph-compute1, live-migrated afterwards, arrives on
+        nph-compute2 without that pin (CPU 1 is nph-compute2's
+        cpu_dedicated_set), live or persistent, and runs where nova puts
+        it. Before, "off" installed no filter: the live and persistent
+        XML there held <vcpupin vcpu='0' cpuset='1'/>, the vCPU ran on
+        the dedicated CPU."""
+        guests = [self.boot('home%d' % i, host='nph-compute1')
+                  for i in (1, 2)]
+        self.assert_pinned()  # one-to-one: one on CPU 0, one on CPU 1
+        view = self.kernel_view()
+        on_1 = [g for g in guests if view[g.id][2] == {0: frozenset({1})}]
+        self.assertEqual(1, len(on_1), view)
+        moved = on_1[0]
+        for g in guests:
+            if g is not moved:  # its live pins stay on nph-compute1 (off)
+                self.admin.compute.delete_server(g)
+                self.admin.compute.wait_for_delete(g, wait=120)
+        name = self.get(moved).instance_name
+        self.assertIn("<vcpupin vcpu='0' cpuset='1'/>",
+                      domain_xml('nph-compute1', name))
+        base.cloud('package', 'disabled')
+        self.addCleanup(base.cloud, 'package', 'on')
+        self.admin.compute.live_migrate_server(moved, host='nph-compute2',
+                                               block_migration='auto')
+        self.wait_host(moved, 'nph-compute2')
+        self.assert_no_fault(moved)
+        for inactive in (True, False):
+            xml = domain_xml('nph-compute2', name, inactive=inactive)
+            self.assertNotIn("cpuset='1'", xml)
+            self.assertNotIn('<emulatorpin', xml)
+        # Nothing of ours pins it there: where nova puts it (its shared
+        # set, CPU 0), never on the dedicated CPU 1.
+        self.assert_pinned(package_on=False)
+        self.assert_no_compute_error()

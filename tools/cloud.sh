@@ -206,14 +206,24 @@ build_venv() {
             PyMySQL libvirt-python pyroute2 openstacksdk
         echo "$want" > "$stamp"
     fi
-    # The package from this checkout (it is what we test): installed again
-    # when its source changed, and then running nova-computes restart.
-    local sum
-    sum=$(cd "$top" && find nova_pinning_hooks setup.cfg setup.py -type f \
-          -name '*.py' -o -type f -name 'setup.*' | sort | xargs sha256sum | sha256sum)
+    # The package from this checkout (it is what we test), the way
+    # OpenStack-Ansible installs it (doc/source/deploy.rst): a wheel,
+    # into nova's venv, with the series' upper-constraints (os_nova's
+    # nova_user_pip_packages go through the venv build with them), its
+    # own requirements resolved there, nothing built. Installed again when
+    # its source changed (one version, 1.0.0: uninstalled first), and
+    # then running nova-computes restart.
+    local sum wheels=$CACHE/wheels
+    sum=$(cd "$top" && find nova_pinning_hooks setup.cfg setup.py requirements.txt \
+          -type f \( -name '*.py' -o -name 'setup.*' -o -name '*.txt' \) \
+          | sort | xargs sha256sum | sha256sum)
     if [ "$(cat "$venv/.nph-package" 2>/dev/null)" != "$sum" ]; then
-        "$venv/bin/pip" install -q --no-deps --force-reinstall "$top" >/dev/null 2>&1 \
-            || die "cannot install the package from $top into $venv"
+        rm -rf "$wheels"; mkdir -p "$wheels"
+        { "$venv/bin/pip" wheel -q --no-deps -w "$wheels" "$top" &&
+          "$venv/bin/pip" uninstall -q -y nova-pinning-hooks &&
+          "$venv/bin/pip" install -q -c "$top/tools/constraints/nova-$series.txt" \
+              "$wheels"/nova_pinning_hooks-*.whl; } >"$LOG/package-install.log" 2>&1 \
+            || die "cannot install the package's wheel into $venv (see $LOG/package-install.log)"
         echo "$sum" > "$venv/.nph-package"
         package_changed=1
     fi

@@ -65,9 +65,17 @@ TIMEOUT = 240
 #   its inventory with the one it had; nova's resource tracker retries at
 #   once, and its report client logs the 409 as an ERROR first; seen
 #   three times in an hour, package on and off, at a claim and in the
-#   periodic update; the package never writes to placement).
+#   periodic update; the package never writes to placement);
+# * a restart's SIGTERM (cloud.sh signals nova-compute's process group)
+#   kills the ``qemu-img info`` of nova's periodic resource update, which
+#   then logs "Error updating resources for node ...: InvalidDiskInfo ...
+#   qemu-img ... Exit code: -15" as its process shuts down gracefully
+#   (seen once, 2026-11-25, in test_nova_compute_restarted_and_killed on
+#   a loaded machine; qemu-img is nova's, not the package's).
 NOVA_OWN = (('Graceful shutdown', 'oslo.service.backend._threading.'
              'loopingcall', 'A dynamic interval looping call'),
+            ('Graceful shutdown', 'Error updating resources for node',
+             'InvalidDiskInfo', 'qemu-img', 'Exit code: -15'),
             ('concurrently updated the resource provider data',),
             ('nova.scheduler.client.report', 'Failed to update inventory',
              'Got 409', 'resource provider generation conflict'))

@@ -231,31 +231,31 @@ class TestApply(AdapterTestCase):
         # The destination of a post-copy migration runs while the
         # incoming job holds it; libvirt refuses its jobStats ("only on
         # the source host"): held all the same.
+        result = self.apply_beside_a_job(
+            fakelibvirt.VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN)
+        self.assertIn('migrating in', result.skipped[0][1])
+
+    def apply_beside_a_job(self, operation, **job):
+        """Guest a in a job of libvirt's, b with a change of its own: b is
+        written, a left (its write would wait for the job's end)."""
         self.adapter.call_timeout = 1.0
         a = self.fake.add_domain('a', 1)
-        a.start_job(fakelibvirt.VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN)
+        a.start_job(operation, **job)
         self.addCleanup(lambda: a.job and a.job.set())
         b = self.fake.add_domain('b', 1)
         result = self.adapter.apply([change(a, 'vcpu', '1', 0),
                                      change(b, 'vcpu', '2', 0)])
         self.assertEqual(([], ['b']), (result.error,
                                        [c.name for c in result.applied]))
-        self.assertIn('migrating in', result.skipped[0][1])
+        return result
 
     def test_a_job_completed_in_qemu_still_holds_the_guest(self):
         # Seen on the real libvirtd (security.rst): a live dump read
         # 'type': completed while libvirt still wrote it out, its job
         # still there.
-        self.adapter.call_timeout = 1.0
-        a = self.fake.add_domain('a', 1)
-        a.start_job(fakelibvirt.VIR_DOMAIN_JOB_OPERATION_DUMP,
-                    kind=fakelibvirt.VIR_DOMAIN_JOB_COMPLETED)
-        self.addCleanup(lambda: a.job and a.job.set())
-        b = self.fake.add_domain('b', 1)
-        result = self.adapter.apply([change(a, 'vcpu', '1', 0),
-                                     change(b, 'vcpu', '2', 0)])
-        self.assertEqual(([], ['b']), (result.error,
-                                       [c.name for c in result.applied]))
+        result = self.apply_beside_a_job(
+            fakelibvirt.VIR_DOMAIN_JOB_OPERATION_DUMP,
+            kind=fakelibvirt.VIR_DOMAIN_JOB_COMPLETED)
         self.assertIn('being dumped', result.skipped[0][1])
 
     def test_a_guest_whose_job_read_fails_is_written(self):

@@ -214,6 +214,7 @@ class Machine:
         self._start()
         self._wait_up(timeout, previous_boot=None)
         self.boot_seconds.append(time.monotonic() - start)
+        self._log_command(['(boot)'], 0, self.boot_seconds[-1])
 
     def _start(self):
         with open(os.path.join(self.workdir, 'qemu.log'), 'ab') as log:
@@ -261,6 +262,7 @@ class Machine:
         self._start()
         self._wait_up(timeout, previous_boot=previous)
         self.boot_seconds.append(time.monotonic() - start)
+        self._log_command(['(reboot)'], 0, self.boot_seconds[-1])
 
     def stop(self, timeout=120):
         if self.qemu is None:
@@ -306,8 +308,9 @@ class Machine:
             args['input-data'] = base64.b64encode(input.encode()).decode()
         if env:
             args['env'] = ['%s=%s' % kv for kv in sorted(env.items())]
+        started = time.monotonic()
         pid = self.agent.call('guest-exec', **args)['pid']
-        deadline = time.monotonic() + timeout
+        deadline = started + timeout
         delay = 0.05
         while True:
             status = self.agent.call('guest-exec-status', pid=pid)
@@ -324,9 +327,17 @@ class Machine:
             errors='replace')
         rc = status.get('exitcode', -status.get('signal', 0) or -1)
         result = Result(argv, rc, out, err)
+        self._log_command(argv, rc, time.monotonic() - started)
         if check and rc != 0:
             raise VMError('command failed in the VM: %r' % result)
         return result
+
+    def _log_command(self, argv, rc, seconds):
+        """One line per command in ``commands.log`` (seconds, exit
+        status, command): where a slow run's time went."""
+        with open(os.path.join(self.workdir, 'commands.log'), 'a') as log:
+            log.write('%7.2f %4s %s\n' % (seconds, rc,
+                                          ' '.join(argv)[:200]))
 
     def read(self, path, timeout=30):
         return self.run(['cat', path], timeout=timeout).out

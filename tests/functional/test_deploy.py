@@ -11,7 +11,8 @@
   nova_compute) against the host's libvirtd;
 * the systemd units, pointed at that venv, pass ``systemd-analyze verify``.
 
-Not run here (no container engine): ``kolla-build`` and ``docker build``.
+kolla-ansible's containers themselves run, with podman, in
+test_kolla_layout.py.
 """
 
 import atexit

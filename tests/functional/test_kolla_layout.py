@@ -1,0 +1,186 @@
+"""kolla-ansible's container layout, run for real with Debian's podman
+(issue 32, part 3; doc/source/deploy.rst, "kolla-ansible").
+
+``tools/kolla-images.sh`` builds kolla's images once per machine (cached
+by a key of their inputs) and ``tools/kolla-compute.sh`` starts them with
+kolla-ansible's options: ``nova_libvirt`` (host PID and cgroup
+namespaces), ``nova_compute`` (its own PID namespace) with the package in
+kolla's venv, and the binding agent as a sibling container (host PID
+namespace). A tiny KVM guest boots through the containerised libvirtd;
+the package, run from ``nova_compute``, pins it, and the host's /proc
+shows the pins; from ``nova_compute`` the guest's kernel facts are
+unknown (another PID namespace), from the agent's container they are
+read.
+
+Prerequisites: root, podman (``kolla-images.sh`` installs Debian's),
+debootstrap, /dev/kvm, libvirt-python in the test environment. Without
+them the tests skip, or fail with ``NPH_FUNCTIONAL_REQUIRED=1``.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import testtools
+
+from tests.functional import base
+
+SCRIPT = os.path.join(base.TOP, 'tools', 'kolla-compute.sh')
+CONF = '/etc/nova-pinning-hooks/nova-pinning-hooks.conf'
+# kolla_set_configs would put nova.conf here; the package's options are
+# what this test gives the commands run in the containers.
+KOLLA_VENV_BIN = '/var/lib/kolla/venv/bin/'
+
+
+def _missing():
+    if os.geteuid() != 0:
+        return 'not root'
+    # podman itself kolla-images.sh installs from Debian's mirror.
+    for tool in ('debootstrap', 'virsh'):
+        if shutil.which(tool) is None:
+            return '%s is not installed' % tool
+    if not os.path.exists('/dev/kvm'):
+        return 'no /dev/kvm: kolla runs KVM guests'
+    try:
+        import libvirt  # noqa: F401
+    except ImportError:
+        return 'libvirt-python is not installed'
+    return None
+
+
+class KollaCompute:
+    """One compute host in kolla's layout for the module: started on first
+    use, stopped at the end of the run."""
+
+    dir = None
+    uri = None
+
+    @classmethod
+    def get(cls, test):
+        if cls.uri is None:
+            path = tempfile.mkdtemp(prefix='nph-kolla.')
+            proc = subprocess.run([SCRIPT, 'start', path, 'compute'],
+                                  capture_output=True, text=True,
+                                  timeout=3600)
+            if proc.returncode:
+                subprocess.run([SCRIPT, 'stop', path], timeout=120)
+                test.fail('kolla-compute.sh start: %s' % proc.stderr[-3000:])
+            cls.dir = path
+            cls.uri = proc.stdout.strip().splitlines()[-1]
+            with open(os.path.join(path, 'etc',
+                                   'nova-pinning-hooks.conf'), 'a') as f:
+                # No nova-compute writes the overcommit file here.
+                f.write('allocation_ratio = 4.0\n')
+        return cls
+
+
+def tearDownModule():
+    if KollaCompute.dir is not None:
+        subprocess.run([SCRIPT, 'stop', KollaCompute.dir], timeout=300)
+        shutil.rmtree(KollaCompute.dir, ignore_errors=True)
+
+
+class TestKollaLayout(base.FunctionalTestCase):
+    """base's guests and pin readers, against the containerised libvirtd."""
+
+    def setUp(self):
+        # Not FunctionalTestCase's set-up: it needs the host's own libvirtd
+        # and configures an in-process pass; here libvirt is nova_libvirt
+        # and the package runs in the containers.
+        testtools.TestCase.setUp(self)
+        base.require(self, _missing())
+        import libvirt
+        self.libvirt = libvirt
+        self.host = KollaCompute.get(self)
+        self.conn = libvirt.open(self.host.uri)
+        self.addCleanup(self.conn.close)
+        self.destroy_leftovers()
+        # kolla's computes run KVM guests (nova's virt_type = kvm).
+        self.virt_type = 'kvm'
+
+    def podman_exec(self, container, *argv):
+        return subprocess.run(['podman', 'exec', container] + list(argv),
+                              capture_output=True, text=True, timeout=300)
+
+    def nova_pinning(self, container, *args):
+        """``nova-pinning`` from kolla's venv in ``container``, as the
+        container's user (nova in nova_compute, as kolla's USER nova)."""
+        proc = self.podman_exec(
+            container, KOLLA_VENV_BIN + 'nova-pinning',
+            '--config-file', CONF, *args)
+        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+        return proc.stdout
+
+    def pid(self, dom):
+        """libvirt's pid of the guest's qemu, from its pid file in the
+        containers' /run (DIR/run here); nova_libvirt shares the host's PID
+        namespace, so it is the host's pid, and the host's /proc says the
+        process is that guest's qemu."""
+        path = os.path.join(self.host.dir, 'run', 'libvirt', 'qemu',
+                            dom.name() + '.pid')
+        with open(path) as f:
+            pid = int(f.read().strip())
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            self.assertIn(b'guest=' + dom.name().encode(), f.read())
+        return pid
+
+    def status(self, container, dom, *connection):
+        data = json.loads(self.nova_pinning(
+            container, 'status', '--format', 'json', *connection))
+        return data, {g['name']: g for g in data['guests']}[dom.name()]
+
+    def test_package_in_kollas_venv(self):
+        container = 'nph_nova_compute'
+        version = self.podman_exec(
+            container, KOLLA_VENV_BIN + 'nova-pinning', '--version')
+        self.assertEqual(0, version.returncode, version.stderr)
+        self.assertIn('1.0.0', version.stdout + version.stderr)
+        check = self.podman_exec(container, KOLLA_VENV_BIN + 'pip', 'check')
+        self.assertEqual(0, check.returncode, check.stdout + check.stderr)
+        self.assertIn('No broken requirements', check.stdout)
+        # kolla's venv sees Debian's python3-libvirt (venv
+        # --system-site-packages, python3-libvirt in nova-base): no
+        # libvirt-python of its own.
+        binding = self.podman_exec(
+            container, KOLLA_VENV_BIN + 'python3', '-c',
+            'import libvirt; print(libvirt.__file__)')
+        self.assertEqual(0, binding.returncode, binding.stderr)
+        self.assertTrue(binding.stdout.startswith(
+            '/usr/lib/python3/dist-packages/'), binding.stdout)
+        whoami = self.podman_exec(container, 'id', '-un')
+        self.assertEqual('nova', whoami.stdout.strip())
+
+    def test_rebind_from_nova_compute_and_facts_from_the_agent(self):
+        dom = self.boot('kolla', vcpus=2)
+        cpus = frozenset(range(os.cpu_count()))
+        self.assertEqual({0: cpus, 1: cpus}, self.kernel_pins(dom))
+
+        # nova_compute: its own PID namespace, as kolla gives it. The
+        # pass binds through libvirt; the kernel shows it.
+        self.nova_pinning('nph_nova_compute', 'rebind',
+                          '--connection', self.host.uri)
+        pinned = self.kernel_pins(dom)
+        self.assertEqual(2, len(pinned))
+        for vcpu, allowed in pinned.items():
+            self.assertEqual(1, len(allowed), (vcpu, pinned))
+        self.assertNotEqual(pinned[0], pinned[1], 'one-to-one')
+        self.assertEqual(pinned, self.libvirt_pins(dom))
+
+        data, guest = self.status('nph_nova_compute', dom,
+                                  '--connection', self.host.uri)
+        self.assertEqual('unknown', guest['kernel_facts'])
+        self.assertIn(dom.name(), data['kernel_facts_unknown'])
+
+        # The binding agent's container: the host's PID namespace, so the
+        # qemu's /proc is its own and its facts are read. No network:
+        # libvirt's socket in /run (the configuration's qemu:///system).
+        proc = subprocess.run([SCRIPT, 'start', self.host.dir, 'agent'],
+                              capture_output=True, text=True, timeout=600)
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        data, guest = self.status('nph_pinning_agent', dom)
+        self.assertEqual('read', guest['kernel_facts'])
+        self.assertNotIn(dom.name(), data['kernel_facts_unknown'])
+        self.assertEqual({}, guest['kernel_drift'])
+        self.assertEqual(pinned, self.kernel_pins(dom))

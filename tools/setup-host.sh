@@ -25,7 +25,11 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           prometheus prometheus-node-exporter
           # the distribution-package steps of doc/source/deploy.rst
           # (tests/functional/test_deploy.py): Debian's own nova
-          python3-nova python3-libvirt python3-pip)
+          python3-nova python3-libvirt python3-pip
+          # kolla's containers (tests/functional/test_kolla_layout.py):
+          # Debian's podman, and runc where crun refuses the host's
+          # hybrid cgroups (tools/kolla-images.sh)
+          podman runc)
 # More, for a caller that needs them too (tools/cloud.sh).
 read -r -a extra <<< "${NPH_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")

@@ -21,7 +21,8 @@ Invariants:
   overlay) and is thrown away with the work directory.
 - The package is installed in the VM from this checkout at every boot
   (``install_package``): a read-only second disk holding the files git
-  tracks, ``pip install`` without network or index.
+  tracks and the package's wheel built from them on this host, ``pip
+  install`` of that wheel without network or index.
 """
 
 import base64
@@ -31,6 +32,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -82,6 +84,11 @@ def _source_disk(path):
             dest = os.path.join(tree, 'src', name)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             shutil.copy2(os.path.join(TOP, name), dest)
+        # The package as a wheel, built here: pip building it inside the
+        # TCG VM took 54 s of every run; installing a wheel only unpacks.
+        subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--quiet',
+                        '--no-deps', '-w', os.path.join(tree, 'wheel'), TOP],
+                       check=True, timeout=300, capture_output=True)
         with open(path, 'wb') as f:
             f.truncate(256 << 20)
         subprocess.run(['mkfs.ext4', '-q', '-L', 'nph-src', '-d', tree,
@@ -351,13 +358,13 @@ class Machine:
         the dependencies the image brings from Debian's packages."""
         self.run('mkdir -p /mnt/nph-src && '
                  'mount -o ro /dev/vdb /mnt/nph-src && '
-                 'rm -rf /root/nph && cp -a /mnt/nph-src/src /root/nph && '
+                 'rm -rf /root/nph /root/nph-wheel && '
+                 'cp -a /mnt/nph-src/src /root/nph && '
+                 'cp -a /mnt/nph-src/wheel /root/nph-wheel && '
                  'umount /mnt/nph-src', timeout=120)
-        return self.run(['pip', 'install', '--quiet', '--no-index',
-                         '--no-deps', '--no-build-isolation',
-                         '--break-system-packages', '/root/nph'],
-                        env={'PBR_VERSION': '0.0.0',
-                             'PATH': '/usr/local/sbin:/usr/local/bin:'
+        return self.run('pip install --quiet --no-index --no-deps '
+                        '--break-system-packages /root/nph-wheel/*.whl',
+                        env={'PATH': '/usr/local/sbin:/usr/local/bin:'
                                      '/usr/sbin:/usr/bin:/sbin:/bin',
                              'HOME': '/root'},
                         timeout=600)

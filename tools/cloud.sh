@@ -1040,6 +1040,9 @@ status() {
     local s
     for s in mariadb rabbitmq keystone placement glance neutron nova-api \
              nova-conductor nova-scheduler libvirtd1 libvirtd2 nova-compute1 nova-compute2; do
+        case "$s" in  # host 2's are containers there (below)
+            libvirtd2|nova-compute2) in_kolla 2 && continue ;;
+        esac
         if alive "$s"; then echo "$s: running ($(pid_of "$s"))"; else echo "$s: stopped"; fi
     done
     echo "package: $(cat "$STATE/package" 2>/dev/null || echo unknown)"

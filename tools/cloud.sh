@@ -83,7 +83,7 @@ case "$series" in 29|34) ;; *) die "--series is 29 or 34, not '$series'" ;; esac
 case "$package" in on|off) ;; *) die "--package is on or off, not '$package'" ;; esac
 case "$compute2" in ''|host|kolla) ;; *) die "--compute2 is host or kolla, not '$compute2'" ;; esac
 
-[ -n "$compute2" ] || compute2=$(cat "$STATE/compute2" 2>/dev/null || echo host)
+[ -n "$compute2" ] || compute2=$(cat "$STATE/compute2-layout" 2>/dev/null || echo host)
 venv=$CACHE/venv-$series
 py=$venv/bin/python
 etc=$STATE/etc
@@ -826,7 +826,7 @@ kolla_compute() {  # start|stop [compute]: tools/kolla-compute.sh for host 2
     for f in nova.conf cpu-mode.conf compute2.conf pinning2.conf kolla.conf; do
         command+=" --config-file $conf/$f"
     done
-    NPH_KOLLA_PREFIX=$KOLLA_PREFIX NPH_KOLLA_LIBVIRT_ADDR=${HOST_IPS[1]} \
+    NPH_KOLLA_PREFIX=$KOLLA_PREFIX NPH_KOLLA_LIBVIRT_ADDR=${HOST_IPS[1]} NPH_KOLLA_NOVA_UID=0 \
     NPH_KOLLA_LIBVIRT_PORT=${LIBVIRT_PORTS[1]} \
     NPH_KOLLA_LIBVIRT_OPTS="-v $dir/instances:$STATE/instances" \
     NPH_KOLLA_COMPUTE_OPTS="--user root -v $dir/instances:$STATE/instances
@@ -991,7 +991,7 @@ up() {
     # nph-compute2's layout is the cloud's for good: its nova node name
     # (libvirtd's hostname) differs between the two.
     local had
-    had=$(cat "$STATE/compute2" 2>/dev/null || true)
+    had=$(cat "$STATE/compute2-layout" 2>/dev/null || true)
     if [ -f "$STATE/series" ] && [ "${had:-host}" != "$compute2" ]; then
         die "$STATE holds a cloud with nph-compute2 in the ${had:-host} layout: 'down --purge' first"
     fi
@@ -1000,7 +1000,7 @@ up() {
     fi
     mkdir -p "$STATE"
     echo "$series" > "$STATE/series"
-    echo "$compute2" > "$STATE/compute2"
+    echo "$compute2" > "$STATE/compute2-layout"
     write_configs
     start_mariadb
     start_rabbitmq

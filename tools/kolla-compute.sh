@@ -22,7 +22,7 @@
 # What tools/cloud.sh sets to run its nph-compute2 this way (cloud.sh's
 # --compute2 kolla): NPH_KOLLA_LIBVIRT_ADDR (listen_addr, default
 # 127.0.0.1), NPH_KOLLA_LIBVIRT_PORT, NPH_KOLLA_PREFIX (the containers'
-# names), and NPH_KOLLA_LIBVIRT_OPTS and NPH_KOLLA_COMPUTE_OPTS: more
+# names), NPH_KOLLA_NOVA_UID (who owns the state directory's nova/), and NPH_KOLLA_LIBVIRT_OPTS and NPH_KOLLA_COMPUTE_OPTS: more
 # podman run options for nova_libvirt and nova_compute (its config
 # directory, the instances directory, names in /etc/hosts, the user).
 #
@@ -96,9 +96,12 @@ dir=$(cd "$dir" && pwd)
 # package's state directory and configuration (deploy.rst).
 mkdir -p "$dir"/{run/libvirt/qemu,run/lock,lib/qemu,qemu,nova,log,config,etc}
 # The state directory as deploy.rst has operators make it: root's, with
-# nova/ for the image's nova user (kolla's uid 42436).
+# nova/ for the user nova-compute runs as: the image's nova (kolla's uid
+# 42436), or NPH_KOLLA_NOVA_UID (the cloud's runs as root, and the
+# package uses no directory another user can write).
+nova_uid=${NPH_KOLLA_NOVA_UID:-42436}
 install -d -m 0755 "$dir/state"
-install -d -m 0755 -o 42436 -g 42436 "$dir/state/nova"
+install -d -m 0755 -o "$nova_uid" -g "$nova_uid" "$dir/state/nova"
 chown 42436:42436 "$dir/nova"
 
 # kolla-ansible's libvirtd.conf and qemu.conf (ansible/roles/nova-cell/

@@ -33,7 +33,7 @@ class TestKollaLayout(base.CloudTestCase):
 
     def setUp(self):
         super().setUp()
-        if base._state('compute2') != 'kolla':
+        if base._state('compute2-layout') != 'kolla':
             self.skipTest('nph-compute2 runs in the host layout: '
                           'tools/cloud.sh up --compute2 kolla')
 

@@ -25,6 +25,16 @@ def container_pid(name):
     return int(out.strip())
 
 
+def nova_pinning_argv():
+    """``nova-pinning`` in nova_compute with nova-compute's own
+    configuration, as an operator runs it there (``podman exec``)."""
+    argv = ['podman', 'exec', PREFIX + 'nova_compute',
+            '/var/lib/kolla/venv/bin/nova-pinning']
+    for f in CONFIG_FILES:
+        argv += ['--config-file', CONFIG + f]
+    return argv
+
+
 def namespace(pid, kind):
     return os.readlink('/proc/%s/ns/%s' % (pid, kind))
 
@@ -60,11 +70,8 @@ class TestKollaLayout(base.CloudTestCase):
         # configuration: the guest's qemu pid from libvirt is not its
         # process there, so its kernel facts are unknown, never read
         # from whatever holds that pid in the container.
-        argv = ['podman', 'exec', PREFIX + 'nova_compute',
-                '/var/lib/kolla/venv/bin/nova-pinning']
-        for f in CONFIG_FILES:
-            argv += ['--config-file', CONFIG + f]
-        proc = subprocess.run(argv + ['status', '--format', 'json'],
+        proc = subprocess.run(nova_pinning_argv() + ['status', '--format',
+                                                     'json'],
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(0, proc.returncode, proc.stderr)
         data = json.loads(proc.stdout)

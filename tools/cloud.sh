@@ -19,7 +19,9 @@
 #
 #   tools/cloud.sh demo               # up, then boot three guests through
 #                                     # the API and show their pins
-#   tools/cloud.sh up [--series 34|29] [--package on|off]
+#   tools/cloud.sh up [--series 34|29] [--package on|off] [--compute2 host|kolla]
+#                                     # --compute2 kolla: nph-compute2 in
+#                                     # kolla-ansible's containers (below)
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
 #   tools/cloud.sh package disabled   # [nova_pinning] enabled = false, the
 #                                     # driver kept (nova.rst, "Switch it off")
@@ -34,6 +36,16 @@
 # every service listens on loopback only and its passwords are fixed.
 # /etc/openstack/clouds.yaml gets the clouds ``nph`` (a member) and
 # ``nph-admin`` (admin): ``openstack --os-cloud nph-admin server list``.
+#
+# --compute2 kolla (kept in the state directory, like the series; series
+# 34 only: kolla's image holds nova 34): nph-compute2's libvirtd runs in
+# the nova_libvirt container and its nova-compute (nova 34 from kolla's
+# venv in the image, the package installed into it as deploy.rst tells
+# kolla operators) in nova_compute, in its own PID namespace, both
+# started by tools/kolla-compute.sh with kolla-ansible's options (host
+# network: its address 127.0.0.12 and libvirt's port 16522 as before).
+# What differs from the host layout, and why, is in doc/source/deploy.rst
+# ("The cloud's nph-compute2 in kolla's containers").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -49,6 +61,7 @@ LIBVIRT_PORTS=(16521 16522)
 SSH_PORTS=(2211 2212)  # nova copies disks between hosts with ssh/scp
 
 series=34
+compute2=  # host or kolla: --compute2, else what the state says, else host
 started_computes=()  # the nova-computes this run started (wait_rpc_servers)
 package=on
 cmd=${1:-}
@@ -58,6 +71,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --series) series=${2:?}; shift 2 ;;
         --package) package=${2:?}; shift 2 ;;
+        --compute2) compute2=${2:?}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -67,7 +81,9 @@ log() { echo "cloud: $*"; }
 [ "$(id -u)" = 0 ] || die "run me as root"
 case "$series" in 29|34) ;; *) die "--series is 29 or 34, not '$series'" ;; esac
 case "$package" in on|off) ;; *) die "--package is on or off, not '$package'" ;; esac
+case "$compute2" in ''|host|kolla) ;; *) die "--compute2 is host or kolla, not '$compute2'" ;; esac
 
+[ -n "$compute2" ] || compute2=$(cat "$STATE/compute2-layout" 2>/dev/null || echo host)
 venv=$CACHE/venv-$series
 py=$venv/bin/python
 etc=$STATE/etc
@@ -617,9 +633,33 @@ ssh_keys() {
     chmod 0600 "$k/client/config"
 }
 
+# What both layouts give a host: its sshd's configuration (on the
+# host's address and port, for nova's disk copies) and its /etc/hosts
+# (both hosts' names on loopback: live migration's URI).
+host_files() {  # N
+    local n=$1 dir
+    dir=$(host_dir "$n")
+    ssh_keys
+    cat > "$dir/sshd_config" <<EOF
+ListenAddress ${HOST_IPS[$((n - 1))]}:${SSH_PORTS[$((n - 1))]}
+HostKey $STATE/ssh/host_ed25519
+AuthorizedKeysFile $STATE/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile /run/sshd-nph.pid
+# scp speaks SFTP since OpenSSH 9.0.
+Subsystem sftp /usr/lib/openssh/sftp-server
+EOF
+    printf '127.0.0.1 localhost\n%s %s\n%s %s\n' "${HOST_IPS[0]}" "${HOSTS[0]}" \
+        "${HOST_IPS[1]}" "${HOSTS[1]}" > "$dir/hosts"
+}
+
 start_libvirtd() {  # N
     local n=$1 dir name=${HOSTS[$(($1 - 1))]} port=${LIBVIRT_PORTS[$(($1 - 1))]}
     local uri="qemu+tcp://${HOST_IPS[$(($1 - 1))]}:$port/system"
+    if in_kolla "$n"; then start_kolla_libvirtd; return; fi
     dir=$(host_dir "$n")
     if alive "libvirtd$n" && timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1; then
         return 0
@@ -646,19 +686,7 @@ tcp_port = "$port"
 listen_addr = "${HOST_IPS[$((n - 1))]}"
 auth_tcp = "none"
 EOF
-    ssh_keys
-    cat > "$dir/sshd_config" <<EOF
-ListenAddress ${HOST_IPS[$((n - 1))]}:${SSH_PORTS[$((n - 1))]}
-HostKey $STATE/ssh/host_ed25519
-AuthorizedKeysFile $STATE/ssh/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-PidFile /run/sshd-nph.pid
-# scp speaks SFTP since OpenSSH 9.0.
-Subsystem sftp /usr/lib/openssh/sftp-server
-EOF
+    host_files "$n"
     cat > "$dir/etc/qemu.conf" <<EOF
 migration_port_min = $((49400 + 100 * n))
 migration_port_max = $((49499 + 100 * n))
@@ -678,9 +706,6 @@ EOF
         fi
         groups+=("$ctl=$sub")
     done
-    # /etc/hosts: both hosts' names on loopback (live migration's URI).
-    printf '127.0.0.1 localhost\n%s %s\n%s %s\n' "${HOST_IPS[0]}" "${HOSTS[0]}" \
-        "${HOST_IPS[1]}" "${HOSTS[1]}" > "$dir/hosts"
     mkdir -p "$dir/instances" "$STATE/instances"
     NPH_NAME=$name NPH_DIR=$dir NPH_GROUPS="${groups[*]}" \
     NPH_INSTANCES=$STATE/instances NPH_SSH=$STATE/ssh/client \
@@ -722,6 +747,7 @@ EOF
 
 start_compute() {  # N
     local n=$1 pid
+    if in_kolla "$n"; then start_kolla_compute; return; fi
     alive "nova-compute$n" && return 0
     pid=$(pid_of "libvirtd$n") || die "the libvirtd of compute $n is not running"
     mkdir -p "$(host_dir "$n")/nova"
@@ -741,10 +767,139 @@ stop_daemon() {  # N NAME PIDFILE: a host's daemon, by its pid file
 }
 
 stop_host() {  # N
+    if in_kolla "$1"; then
+        kolla_compute stop  # its guests destroyed, then the containers
+        stop_daemon "$1" sshd sshd-nph.pid
+        return
+    fi
     stop_proc "nova-compute$1" 5
     stop_proc "libvirtd$1" 10
     stop_daemon "$1" virtlogd virtlogd.pid
     stop_daemon "$1" sshd sshd-nph.pid
+}
+
+compute_running() {  # N: its nova-compute, a process or a container
+    if in_kolla "$1"; then
+        [ "$(podman container inspect -f '{{.State.Running}}' \
+             "${KOLLA_PREFIX}nova_compute" 2>/dev/null)" = true ]
+    else
+        alive "nova-compute$1"
+    fi
+}
+
+stop_compute() {  # N [--kill]: TERM (KILL after 5 s), or KILL at once
+    if in_kolla "$1"; then
+        if [ "${2:-}" = --kill ]; then
+            podman kill -s KILL "${KOLLA_PREFIX}nova_compute" >/dev/null 2>&1 || true
+        fi
+        kolla_compute stop compute
+    elif [ "${2:-}" = --kill ]; then
+        local pid
+        if pid=$(pid_of "nova-compute$1"); then
+            kill -KILL -- "-$pid" 2>/dev/null || true
+        fi
+        rm -f "$RUN/nova-compute$1.pid"
+    else
+        stop_proc "nova-compute$1" 5
+    fi
+}
+
+# --- nph-compute2 in kolla-ansible's containers (--compute2 kolla) ---------
+# tools/kolla-compute.sh starts them with kolla-ansible's options; what
+# this cloud adds (doc/source/deploy.rst, "The cloud's nph-compute2 in
+# kolla's containers"): libvirtd on host 2's address and port; in both
+# containers host 2's instances directory at the path nova.conf and
+# compute 1 have (a block live migration copies each disk to the path
+# its source XML names); nova_compute as root (the image has none of
+# kolla's sudoers and rootwrap files that nova's privsep needs as nova),
+# with both hosts' names, root's ssh client configuration for disk
+# copies, the cloud's log directory, and its configuration where kolla
+# mounts it.
+KOLLA_PREFIX=nph_cloud_
+in_kolla() { [ "$1" = 2 ] && [ "$compute2" = kolla ]; }
+
+kolla_compute() {  # start|stop [compute]: tools/kolla-compute.sh for host 2
+    local dir cmd=$1 conf=/var/lib/kolla/config_files f
+    shift
+    dir=$(host_dir 2)
+    local command=/var/lib/kolla/venv/bin/nova-compute
+    for f in nova.conf cpu-mode.conf compute2.conf pinning2.conf kolla.conf; do
+        command+=" --config-file $conf/$f"
+    done
+    NPH_KOLLA_PREFIX=$KOLLA_PREFIX NPH_KOLLA_LIBVIRT_ADDR=${HOST_IPS[1]} NPH_KOLLA_NOVA_UID=0 \
+    NPH_KOLLA_LIBVIRT_PORT=${LIBVIRT_PORTS[1]} \
+    NPH_KOLLA_LIBVIRT_OPTS="-v $dir/instances:$STATE/instances" \
+    NPH_KOLLA_COMPUTE_OPTS="--user root -v $dir/instances:$STATE/instances
+        -v $dir/hosts:/etc/hosts:ro -v $STATE/ssh/client:/root/.ssh:ro
+        -v $LOG:$LOG -v $dir/kolla-config:$conf:ro" \
+    NPH_KOLLA_COMPUTE_COMMAND=$command \
+        "$top/tools/kolla-compute.sh" "$cmd" "$dir" "$@" >>"$LOG/kolla-compute.log" 2>&1 \
+        || die "tools/kolla-compute.sh $cmd $* failed (see $LOG/kolla-compute.log)"
+}
+
+start_kolla_libvirtd() {
+    local dir uri="qemu+tcp://${HOST_IPS[1]}:${LIBVIRT_PORTS[1]}/system" sshd
+    dir=$(host_dir 2)
+    sshd=$(cat "$dir/run/sshd-nph.pid" 2>/dev/null || true)
+    if [ "$(podman container inspect -f '{{.State.Running}}' \
+            "${KOLLA_PREFIX}nova_libvirt" 2>/dev/null)" = true ] \
+       && timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1 \
+       && [ -n "$sshd" ] && [ "$(cat "/proc/$sshd/comm" 2>/dev/null)" = sshd ]; then
+        return 0
+    fi
+    stop_host 2
+    mkdir -p "$dir"/{instances,nova,run,kolla-config} "$STATE/instances"
+    chmod 0700 "$dir/kolla-config"  # nova.conf's passwords
+    host_files 2
+    # kolla runs sshd for nova's disk copies in its nova_ssh container
+    # (as nova, port 8022): here the host's sshd, in a mount namespace
+    # that sees host 2's instances where nova.conf says they are.
+    NPH_DIR=$dir NPH_INSTANCES=$STATE/instances \
+    unshare -m --propagation private bash -c '
+        set -e
+        mount --bind "$NPH_DIR/instances" "$NPH_INSTANCES"
+        mount --bind "$NPH_DIR/run" /run
+        mkdir -p /run/sshd
+        exec /usr/sbin/sshd -f "$NPH_DIR/sshd_config"
+    ' </dev/null >>"$LOG/sshd2.log" 2>&1 || die "host 2's sshd did not start (see $LOG/sshd2.log)"
+    kolla_compute start
+}
+
+start_kolla_compute() {
+    local e=$etc/nova dir
+    dir=$(host_dir 2)
+    compute_running 2 && return 0
+    # kolla-ansible's way: the files of /etc/kolla/nova-compute (here
+    # DIR/kolla-config), mounted read-only at /var/lib/kolla/config_files
+    # (kolla_start would copy them to /etc/nova: the image has no
+    # kolla_start); nova-compute reads them in this order, later files'
+    # options replacing earlier ones, as kolla-ansible's merge does.
+    install -m 0600 "$e/nova.conf" "$e/cpu-mode.conf" "$e/compute2.conf" \
+        "$e/pinning2.conf" "$dir/kolla-config/"
+    cat > "$dir/kolla-config/kolla.conf" <<EOF
+# The container's paths (kolla's): nova's state in the nova_compute
+# volume, privsep's helper in kolla's venv (nova_compute runs as root).
+[DEFAULT]
+state_path = /var/lib/nova
+[oslo_concurrency]
+lock_path = /var/lib/nova/tmp
+[libvirt]
+# kolla-ansible sets it to the migration interface's address. Without a
+# UTS namespace libvirtd's hostname is the machine's, which compute 1
+# cannot resolve: the migration stream comes here by address.
+live_migration_inbound_addr = ${HOST_IPS[1]}
+[nova_sys_admin]
+helper_command = /var/lib/kolla/venv/bin/privsep-helper
+[privsep_osbrick]
+helper_command = /var/lib/kolla/venv/bin/privsep-helper
+[vif_plug_ovs_privileged]
+helper_command = /var/lib/kolla/venv/bin/privsep-helper
+[vif_plug_linux_bridge_privileged]
+helper_command = /var/lib/kolla/venv/bin/privsep-helper
+EOF
+    chmod 0600 "$dir/kolla-config/kolla.conf"
+    kolla_compute start compute
+    started_computes+=(2)
 }
 
 # --- what the API holds (keystone's users, the image, the flavors) ---------
@@ -815,7 +970,7 @@ wait_rpc_servers() {
         queue=compute.${HOSTS[$((n - 1))]}
         until timeout 30 rabbitmqctl -q -n rabbit@localhost list_queues name consumers 2>/dev/null \
                 | awk -v q="$queue" '$1 == q && $2 > 0 { found = 1 } END { exit !found }'; do
-            alive "nova-compute$n" || die "nova-compute$n exited (see $LOG/nova-compute$n.log)"
+            compute_running "$n" || die "nova-compute$n exited (see $LOG/nova-compute$n.log)"
             [ "$(date +%s)" -lt "$deadline" ] \
                 || die "nova-compute$n did not start its RPC server in 180 s (see $LOG/nova-compute$n.log)"
             sleep 0.5
@@ -833,8 +988,19 @@ up() {
     if [ -f "$STATE/series" ] && [ "$(cat "$STATE/series")" != "$series" ]; then
         die "$STATE holds a series $(cat "$STATE/series") cloud: 'down --purge' first"
     fi
+    # nph-compute2's layout is the cloud's for good: its nova node name
+    # (libvirtd's hostname) differs between the two.
+    local had
+    had=$(cat "$STATE/compute2-layout" 2>/dev/null || true)
+    if [ -f "$STATE/series" ] && [ "${had:-host}" != "$compute2" ]; then
+        die "$STATE holds a cloud with nph-compute2 in the ${had:-host} layout: 'down --purge' first"
+    fi
+    if [ "$compute2" = kolla ] && [ "$series" != 34 ]; then
+        die "--compute2 kolla runs series 34 only (kolla's image holds nova 34)"
+    fi
     mkdir -p "$STATE"
     echo "$series" > "$STATE/series"
+    echo "$compute2" > "$STATE/compute2-layout"
     write_configs
     start_mariadb
     start_rabbitmq
@@ -846,11 +1012,12 @@ up() {
     for n in 1 2; do start_libvirtd "$n"; done
     choose_cpu_mode
     for n in 1 2; do
-        [ "$package_changed$cpu_mode_changed" != 00 ] && stop_proc "nova-compute$n" 5
+        [ "$package_changed$cpu_mode_changed" != 00 ] && stop_compute "$n"
         start_compute "$n"
     done
     wait_computes
-    log "up in $(( $(date +%s) - start )) s: series $series, package $package;" \
+    log "up in $(( $(date +%s) - start )) s: series $series, package $package," \
+        "nph-compute2 in the $compute2 layout;" \
         "openstack --os-cloud nph-admin ..."
 }
 
@@ -873,10 +1040,17 @@ status() {
     local s
     for s in mariadb rabbitmq keystone placement glance neutron nova-api \
              nova-conductor nova-scheduler libvirtd1 libvirtd2 nova-compute1 nova-compute2; do
+        case "$s" in  # host 2's are containers there (below)
+            libvirtd2|nova-compute2) in_kolla 2 && continue ;;
+        esac
         if alive "$s"; then echo "$s: running ($(pid_of "$s"))"; else echo "$s: stopped"; fi
     done
     echo "package: $(cat "$STATE/package" 2>/dev/null || echo unknown)"
     echo "series: $(cat "$STATE/series" 2>/dev/null || echo none)"
+    echo "nph-compute2's layout: $compute2"
+    if [ "$compute2" = kolla ]; then
+        podman ps -a --filter "name=^$KOLLA_PREFIX" --format '{{.Names}}: {{.Status}}'
+    fi
     echo "guests' CPU mode: $(sed -n 's/^cpu_mode = //p' "$etc/nova/cpu-mode.conf" \
         2>/dev/null || true)$(sed -n 's/^cpu_models = / /p' "$etc/nova/cpu-mode.conf" \
         2>/dev/null || true) ($STATE/cpu-mode.json: what was refused)"
@@ -895,6 +1069,13 @@ demo() {  # what a newcomer sees: the package inside nova, in one step
     for n in 1 2; do
         echo
         echo "nova-pinning status on ${HOSTS[$((n - 1))]} (nova-compute's configuration):"
+        if in_kolla "$n"; then
+            local k=/var/lib/kolla/config_files
+            podman exec "${KOLLA_PREFIX}nova_compute" /var/lib/kolla/venv/bin/nova-pinning \
+                --config-file "$k/nova.conf" --config-file "$k/compute$n.conf" \
+                --config-file "$k/pinning$n.conf" --config-file "$k/kolla.conf" status || true
+            continue
+        fi
         nsenter -t "$(pid_of "libvirtd$n")" -m -u -C -- "$V/nova-pinning" \
             --config-file "$e/nova.conf" --config-file "$e/compute$n.conf" \
             --config-file "$e/pinning$n.conf" status || true
@@ -917,7 +1098,7 @@ case "$cmd" in
         write_package_conf
         for n in 1 2; do
             start_libvirtd "$n"  # it is, unless something killed it
-            stop_proc "nova-compute$n" 5
+            stop_compute "$n"
             start_compute "$n"
         done
         wait_computes
@@ -926,14 +1107,7 @@ case "$cmd" in
         from_state
         n=${args[0]:-}
         case "$n" in 1|2) ;; *) die "usage: cloud.sh restart-compute 1|2 [--kill]" ;; esac
-        if [ "${args[1]:-}" = --kill ]; then
-            if pid=$(pid_of "nova-compute$n"); then
-                kill -KILL -- "-$pid" 2>/dev/null || true
-            fi
-            rm -f "$RUN/nova-compute$n.pid"
-        else
-            stop_proc "nova-compute$n" 5
-        fi
+        stop_compute "$n" "${args[1]:-}"
         start_libvirtd "$n"
         start_compute "$n"
         wait_computes ;;

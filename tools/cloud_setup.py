@@ -153,7 +153,12 @@ def wait_computes(conn, hosts):
     def up():
         services = [s for s in conn.compute.services()
                     if s.binary == 'nova-compute' and s.host in hosts]
-        hyps = {h.name for h in conn.compute.hypervisors()}
+        # Each host's hypervisor, by its service's host: a compute in
+        # kolla's containers has no UTS namespace of its own, so its
+        # hypervisor (libvirtd's hostname) is the machine's name, not
+        # the nova host's (doc/source/deploy.rst).
+        hyps = {(h.service_details or {}).get('host')
+                for h in conn.compute.hypervisors(details=True)}
         return (len(services) == len(hosts) and
                 all(s.state == 'up' and s.status == 'enabled'
                     for s in services) and

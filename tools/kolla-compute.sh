@@ -9,7 +9,8 @@
 #
 #   tools/kolla-compute.sh start DIR [compute] [agent] [isolate]
 #       # prints libvirt's URI, as kolla's nova.conf names it
-#   tools/kolla-compute.sh stop DIR
+#   tools/kolla-compute.sh stop DIR [compute]
+#       # compute: nph_nova_compute only (a restart of nova-compute)
 #
 # One difference is necessary on this machine: it has its own libvirtd on
 # /run/libvirt, so the containers' /run is DIR/run (kolla mounts the
@@ -17,6 +18,13 @@
 # is under DIR too; the containerised libvirtd listens on 127.0.0.1:PORT
 # (kolla: the migration interface's address, port 16509, which the host's
 # daemon may hold).
+#
+# What tools/cloud.sh sets to run its nph-compute2 this way (cloud.sh's
+# --compute2 kolla): NPH_KOLLA_LIBVIRT_ADDR (listen_addr, default
+# 127.0.0.1), NPH_KOLLA_LIBVIRT_PORT, NPH_KOLLA_PREFIX (the containers'
+# names), NPH_KOLLA_NOVA_UID (who owns the state directory's nova/), and NPH_KOLLA_LIBVIRT_OPTS and NPH_KOLLA_COMPUTE_OPTS: more
+# podman run options for nova_libvirt and nova_compute (its config
+# directory, the instances directory, names in /etc/hosts, the user).
 #
 # nph_nova_compute runs $NPH_KOLLA_COMPUTE_COMMAND (default: sleep, a
 # stand-in for nova-compute that commands are exec'd beside);
@@ -29,7 +37,7 @@ set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
 if [ -z "$dir" ] || { [ "$cmd" != start ] && [ "$cmd" != stop ]; }; then
-    echo "usage: tools/kolla-compute.sh start|stop DIR [compute] [agent] [isolate]" >&2
+    echo "usage: tools/kolla-compute.sh start DIR [compute] [agent] [isolate] | stop DIR [compute]" >&2
     exit 2
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -39,13 +47,19 @@ fi
 shift 2
 top=$(cd "$(dirname "$0")/.." && pwd)
 port=${NPH_KOLLA_LIBVIRT_PORT:-16530}
-uri="qemu+tcp://127.0.0.1:$port/system"
+addr=${NPH_KOLLA_LIBVIRT_ADDR:-127.0.0.1}
+uri="qemu+tcp://$addr:$port/system"
 prefix=${NPH_KOLLA_PREFIX:-nph_}
 libvirt_name=${prefix}nova_libvirt
 compute_name=${prefix}nova_compute
 agent_name=${prefix}pinning_agent
 isolate_name=${prefix}pinning_isolate
 
+if [ "$cmd" = stop ] && [ "${1:-}" = compute ]; then
+    # nova-compute alone (its restart): the guests and libvirtd stay.
+    podman rm -f -t 5 "$compute_name" >/dev/null 2>&1 || true
+    exit 0
+fi
 if [ "$cmd" = stop ]; then
     # Guests outlive nova_libvirt in kolla (libvirt moves each qemu to
     # its own cgroup): destroy them first, so none is left behind.
@@ -82,9 +96,12 @@ dir=$(cd "$dir" && pwd)
 # package's state directory and configuration (deploy.rst).
 mkdir -p "$dir"/{run/libvirt/qemu,run/lock,lib/qemu,qemu,nova,log,config,etc}
 # The state directory as deploy.rst has operators make it: root's, with
-# nova/ for the image's nova user (kolla's uid 42436).
+# nova/ for the user nova-compute runs as: the image's nova (kolla's uid
+# 42436), or NPH_KOLLA_NOVA_UID (the cloud's runs as root, and the
+# package uses no directory another user can write).
+nova_uid=${NPH_KOLLA_NOVA_UID:-42436}
 install -d -m 0755 "$dir/state"
-install -d -m 0755 -o 42436 -g 42436 "$dir/state/nova"
+install -d -m 0755 -o "$nova_uid" -g "$nova_uid" "$dir/state/nova"
 chown 42436:42436 "$dir/nova"
 
 # kolla-ansible's libvirtd.conf and qemu.conf (ansible/roles/nova-cell/
@@ -98,7 +115,7 @@ tcp_port = "$port"
 ca_file = ""
 log_level = 3
 log_outputs = "3:file:/var/log/kolla/libvirt/libvirtd.log"
-listen_addr = "127.0.0.1"
+listen_addr = "$addr"
 EOF
 cat > "$dir/config/qemu.conf" <<'EOF'
 stdio_handler = "logd"
@@ -131,7 +148,8 @@ running() {
 # they are parts of DIR/run, which is mounted whole.
 if ! running "$libvirt_name"; then
     podman rm -f "$libvirt_name" >/dev/null 2>&1 || true
-    podman run -d --name "$libvirt_name" \
+    # shellcheck disable=SC2086
+    podman run -d --name "$libvirt_name" ${NPH_KOLLA_LIBVIRT_OPTS:-} \
         --privileged --pid host --cgroupns host --network host \
         -v "$dir/config/libvirtd.conf:/etc/libvirt/libvirtd.conf:ro" \
         -v "$dir/config/qemu.conf:/etc/libvirt/qemu.conf:ro" \
@@ -172,7 +190,7 @@ for want in "$@"; do
         running "$compute_name" && continue
         podman rm -f "$compute_name" >/dev/null 2>&1 || true
         # shellcheck disable=SC2086
-        podman run -d --name "$compute_name" \
+        podman run -d --name "$compute_name" ${NPH_KOLLA_COMPUTE_OPTS:-} \
             --privileged --ipc host --network host \
             -e LIBGUESTFS_BACKEND=direct \
             "${modules[@]}" \

@@ -3,8 +3,11 @@
 and ``tools/cloud.sh demo``. Standard library only.
 
 A guest's qemu pid is in its compute's libvirt run directory (that
-host's namespace's /run, kept under the cloud's state directory); its
-vCPU threads are the tasks named "CPU N/KVM".
+host's namespace's /run, kept under the cloud's state directory; with
+nph-compute2 in kolla's containers, ``cloud.sh up --compute2 kolla``,
+the containers' /run at the same place, and nova_libvirt in the host's
+PID namespace, so the pid is the host's); its vCPU threads are the tasks
+named "CPU N/KVM".
 """
 
 import os

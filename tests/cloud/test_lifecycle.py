@@ -10,6 +10,7 @@ import time
 
 from tests.cloud import base
 from tests.cloud import kernel
+from tests.cloud import test_kolla_compute
 
 
 def domain_xml(host, name, inactive=False):
@@ -24,6 +25,12 @@ def status_json(host):
     """``nova-pinning status --format json`` as the operator runs it on
     that compute host (in its namespaces, with nova-compute's config)."""
     n = base.host_index(host)
+    if n == 2 and base._state('compute2-layout') == 'kolla':
+        out = subprocess.run(
+            test_kolla_compute.nova_pinning_argv() + [
+                'status', '--format', 'json'],
+            capture_output=True, text=True, timeout=60, check=True).stdout
+        return json.loads(out)
     with open('/run/nph-cloud/libvirtd%d.pid' % n) as f:
         pid = f.read().split()[0]  # pid and start time
     with open(os.path.join(base.STATE, 'series')) as f:

@@ -19,7 +19,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 set_=${1:-smoke}
 which=${2:-both}
 CACHE=/var/cache/nova-pinning-hooks/cloud
-STATE=/var/lib/nph-cloud
+STATE=${NPH_CLOUD_STATE:-/var/lib/nph-cloud}  # as tools/cloud.sh
 PASS=nph-cloud-secret  # tools/cloud.sh's, loopback only
 venv=$CACHE/tempest-venv
 

@@ -11,6 +11,11 @@
 #       # prints libvirt's URI, as kolla's nova.conf names it
 #   tools/kolla-compute.sh stop DIR [compute]
 #       # compute: nph_nova_compute only (a restart of nova-compute)
+#   tools/kolla-compute.sh undo DIR
+#       # the isolation agent's container stopped (SIGTERM: its watch
+#       # ends, what it confined stays), then `nova-pinning-isolate undo`
+#       # in a one-shot container with the same options: deploy.rst's way
+#       # to switch it off
 #
 # One difference is necessary on this machine: it has its own libvirtd on
 # /run/libvirt, so the containers' /run is DIR/run (kolla mounts the
@@ -29,15 +34,16 @@
 # nph_nova_compute runs $NPH_KOLLA_COMPUTE_COMMAND (default: sleep, a
 # stand-in for nova-compute that commands are exec'd beside);
 # nph_pinning_agent runs `nova-pinning agent` and nph_pinning_isolate
-# `nova-pinning-isolate watch`, both with DIR/etc/nova-pinning-hooks.conf.
+# `nova-pinning-isolate watch`, both with DIR/etc/nova-pinning-hooks.conf
+# (the isolation agent: DIR/etc/$NPH_KOLLA_ISOLATE_CONF if set).
 # The isolation agent confines the host's own processes: never start it
 # on a machine shared with other work.
 set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
-if [ -z "$dir" ] || { [ "$cmd" != start ] && [ "$cmd" != stop ]; }; then
-    echo "usage: tools/kolla-compute.sh start DIR [compute] [agent] [isolate] | stop DIR [compute]" >&2
+if [ -z "$dir" ] || { [ "$cmd" != start ] && [ "$cmd" != stop ] && [ "$cmd" != undo ]; }; then
+    echo "usage: tools/kolla-compute.sh start DIR [compute] [agent] [isolate] | stop DIR [compute] | undo DIR" >&2
     exit 2
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -135,6 +141,31 @@ fi
 modules=()
 [ -d /lib/modules ] && modules=(-v /lib/modules:/lib/modules:ro)
 
+# The package's state directory and configuration, as deploy.rst adds
+# them through nova_compute_extra_volumes.
+extra=(-v "$dir/state:/var/lib/nova-pinning-hooks"
+       -v "$dir/etc:/etc/nova-pinning-hooks:ro")
+conf=/etc/nova-pinning-hooks/nova-pinning-hooks.conf
+isolate_conf=/etc/nova-pinning-hooks/${NPH_KOLLA_ISOLATE_CONF:-nova-pinning-hooks.conf}
+# deploy.rst's isolation agent container: privileged, host PID and cgroup
+# namespaces, no network, the cgroup tree, /run (here DIR/run) and the
+# host's system bus.
+isolate_opts=(--privileged --pid host --cgroupns host --network none
+              -v /sys/fs/cgroup:/sys/fs/cgroup
+              -v "$dir/run:/run"
+              -v /run/dbus:/run/dbus
+              "${extra[@]}"
+              --user root)
+
+if [ "$cmd" = undo ]; then
+    podman stop -t 10 "$isolate_name" >/dev/null 2>&1 || true
+    podman rm -f "$isolate_name" >/dev/null 2>&1 || true
+    podman run --rm --name "${isolate_name}_undo" "${isolate_opts[@]}" \
+        "$compute_image" \
+        /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$isolate_conf" undo
+    exit
+fi
+
 running() {
     [ "$(podman container inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" = true ]
 }
@@ -171,12 +202,6 @@ if ! timeout 30 bash -c 'until virsh -q -c "$1" version >/dev/null 2>&1; do
     podman logs --tail 20 "$libvirt_name" >&2 || true
     exit 1
 fi
-
-# The package's state directory and configuration, as deploy.rst adds
-# them through nova_compute_extra_volumes.
-extra=(-v "$dir/state:/var/lib/nova-pinning-hooks"
-       -v "$dir/etc:/etc/nova-pinning-hooks:ro")
-conf=/etc/nova-pinning-hooks/nova-pinning-hooks.conf
 
 for want in "$@"; do
     case "$want" in
@@ -216,19 +241,11 @@ for want in "$@"; do
             >/dev/null
         ;;
     isolate)
-        # deploy.rst's isolation agent container: privileged, host PID
-        # and cgroup namespaces, no network, the cgroup tree, /run (here
-        # DIR/run) and the host's system bus.
         running "$isolate_name" && continue
         podman rm -f "$isolate_name" >/dev/null 2>&1 || true
-        podman run -d --name "$isolate_name" \
-            --privileged --pid host --cgroupns host --network none \
-            -v /sys/fs/cgroup:/sys/fs/cgroup \
-            -v "$dir/run:/run" \
-            -v /run/dbus:/run/dbus \
-            "${extra[@]}" \
-            --user root "$compute_image" \
-            /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$conf" watch \
+        podman run -d --name "$isolate_name" "${isolate_opts[@]}" \
+            "$compute_image" \
+            /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$isolate_conf" watch \
             >/dev/null
         ;;
     esac

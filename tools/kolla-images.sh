@@ -192,7 +192,11 @@ libvirt_image=$(stage nova-libvirt)
 # --system-site-packages: kolla installs no libvirt-python into the venv,
 # nova does not require one), then nova with the constraints. kolla
 # installs nova from its source tarball (/nova); here nova 34.0.0 from
-# PyPI, the same release. nova-compute adds oslo-vmware.
+# PyPI, the same release. nova-compute adds oslo-vmware. Of kolla's
+# openstack_base_pip_packages (a long list every service image shares),
+# only what nova-compute needs and nova does not require: pyroute2,
+# which os-vif's ovs and linux_bridge plugins import (without it
+# nova-compute logs an ERROR at start: "Could not load 'ovs'").
 cp "$constraints" "$ctx/upper-constraints.txt"
 cat > "$ctx/Containerfile" <<EOF
 FROM $base
@@ -209,7 +213,7 @@ ENV PATH=/var/lib/kolla/venv/bin:\$PATH
 RUN PIP_CERT=/run/host-ca.crt python3 -m pip install --upgrade \\
         -c /requirements/upper-constraints.txt pip wheel setuptools \\
     && PIP_CERT=/run/host-ca.crt python3 -m pip install --upgrade \\
-        -c /requirements/upper-constraints.txt nova==$nova_version oslo-vmware \\
+        -c /requirements/upper-constraints.txt nova==$nova_version oslo-vmware pyroute2 \\
     && mkdir -p /etc/nova
 EOF
 nova_base=$(stage nova-base "$ctx/upper-constraints.txt")

@@ -18,15 +18,19 @@
 #                                   # brought up first) and tests/cloud
 #   tools/run-tests.sh tempest      # upstream tempest's compute API tests
 #                                   # against it, package on and off
-#   tools/run-tests.sh cloud-kolla  # a cloud whose nph-compute2 runs in
-#                                   # kolla's containers (cloud.sh --compute2
-#                                   # kolla, its own state directory): the
-#                                   # operation sequence and the live
-#                                   # migration into it; then down. Not in
-#                                   # the default run (CI's time: README)
 #
 # By default it ends with the cloud: tools/cloud.sh up, tests/cloud, and
-# tempest's compute smoke tests with the package on and off.
+# tempest's compute smoke tests with the package on and off. The cloud's
+# nph-compute2 runs in kolla-ansible's containers (cloud.sh --compute2
+# kolla, state in /var/lib/nph-cloud-kolla); NPH_CLOUD_COMPUTE2=host runs
+# it on the host like nph-compute1 (state in /var/lib/nph-cloud). One
+# cloud at a time: the other layout's cloud is brought down (kept).
+# ("cloud-kolla" is the old name of "cloud", kolla's layout.)
+#
+# The VM tests run beside the stages after them (the nova environments,
+# the cloud, tempest; NPH_VM_BESIDE=0 runs them in turn): the TCG VM
+# keeps about one CPU busy, the cloud's tests mostly wait on nova, and
+# the run is 20 minutes shorter. Their output comes at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -48,9 +52,15 @@ echo "=== machine: $(cpuinfo vendor_id), $(cpuinfo 'model name')" \
      "kernel $(uname -r); /dev/kvm $([ -e /dev/kvm ] && echo present || echo absent) ==="
 
 releases=(29 30 31 32 33 34)
+cloud_layout=${NPH_CLOUD_COMPUTE2:-kolla}
+case "$cloud_layout" in kolla|host) ;;
+    *) echo "run-tests.sh: NPH_CLOUD_COMPUTE2 is kolla or host, not '$cloud_layout'" >&2
+       exit 2 ;;
+esac
 envs=()
 for e in "$@"; do
     case "$e" in
+        cloud-kolla) cloud_layout=kolla; envs+=(cloud) ;;
         nova-matrix) for n in "${releases[@]}"; do envs+=("nova-functional-$n"); done ;;
         nova|nova-functional) envs+=("$e-${releases[-1]}") ;;  # old names
         *) envs+=("$e") ;;
@@ -97,13 +107,53 @@ export NPH_FUNCTIONAL_REQUIRED=1
 export HYPOTHESIS_PROFILE=ci
 
 passed=0; failed=0; skipped=0; status=0
-# cloud-kolla: its cloud's state, kept between runs like the default
-# cloud's, and what it runs (doc/source/deploy.rst, "run here").
-kolla_state=/var/lib/nph-cloud-kolla
-kolla_tests='tests\.cloud\.(test_kolla_compute|test_operations|test_lifecycle\.TestLifecycle\.test_live_migrated)'
+# Each layout's cloud has its own state directory (tools/cloud.sh keeps a
+# cloud's layout for good), kept between runs.
+if [ "$cloud_layout" = kolla ]; then
+    export NPH_CLOUD_STATE=${NPH_CLOUD_STATE:-/var/lib/nph-cloud-kolla}
+    other_state=/var/lib/nph-cloud
+else
+    export NPH_CLOUD_STATE=${NPH_CLOUD_STATE:-/var/lib/nph-cloud}
+    other_state=/var/lib/nph-cloud-kolla
+fi
+other_down=0
+vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
+trap '[ -n "$vm_pid" ] && kill "$vm_pid" 2>/dev/null; rm -f "$why" "$vm_out"' EXIT
+
+count() {  # ENV: read back the counts of the env's stestr run
+    local e=$1 envdir=".tox/$1" repo=.stestr counts p f s t
+    case "$e" in
+        pep8) return 0 ;;
+        nova-functional-*) envdir=".tox/nova-${e##*-}" ;;  # as tox.ini sets env_dir
+        nova-*) envdir=".tox/$e-env" ;;
+        vm) repo=.stestr-vm ;;
+    esac
+    [ -x "$envdir/bin/stestr" ] || return 0
+    local st=("$envdir/bin/stestr" --repo-url "$repo")
+    counts=$("${st[@]}" last 2>/dev/null | \
+             sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p' \
+             || true)  # stestr last exits 1 after a failed run
+    p=$(awk '$1=="Passed"{print $2}' <<<"$counts"); p=${p:-0}
+    f=$(awk '$1=="Failed"{print $2}' <<<"$counts"); f=${f:-0}
+    s=$(awk '$1=="Skipped"{print $2}' <<<"$counts"); s=${s:-0}
+    echo "=== $e: $p passed, $f failed, $s skipped ==="
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    if [ "$f" != 0 ]; then
+        while read -r t; do
+            [ -n "$t" ] && failures+=("$e: $t")
+        done < <("${st[@]}" failing --list 2>/dev/null || true)
+        # Why, too: the end of each failure's traceback, printed again
+        # at the end where CI's tail shows it.
+        "${st[@]}" failing 2>/dev/null | tail -n 40 | sed "s/^/[$e] /" >> "$why" || true
+    fi
+    if [ "$p" = 0 ]; then
+        echo "=== $e ran no test ===" >&2
+        status=1
+    fi
+}
+
 failures=()  # "env: test id" of every failed test, repeated at the end
 why=$(mktemp)  # the end of the failed tests' tracebacks, shown last
-trap 'rm -f "$why"' EXIT
 times=()  # "env seconds", the end of the output says how long each took
 prev=; t0=$(date +%s)
 for e in "${envs[@]}"; do
@@ -119,32 +169,20 @@ for e in "${envs[@]}"; do
     case "$e" in
         cloud|tempest|tempest-smoke)
             # The cloud: built once and kept (virtualenv, databases,
-            # image), so only a first run on a machine pays for it.
+            # image), so only a first run on a machine pays for it. One
+            # cloud at a time (fixed addresses and ports): the other
+            # layout's goes down first (kept).
+            if [ "$other_down" = 0 ] && [ "$other_state" != "$NPH_CLOUD_STATE" ]; then
+                NPH_CLOUD_STATE=$other_state tools/cloud.sh down >/dev/null 2>&1 || true
+                other_down=1
+            fi
             start=$(date +%s)
-            if ! tools/cloud.sh up; then
+            if ! tools/cloud.sh up --compute2 "$cloud_layout"; then
                 status=1; failed=$((failed + 1)); failures+=("$e: tools/cloud.sh up")
                 echo "=== $e: the cloud did not come up ===" >&2
                 continue
             fi
-            echo "=== cloud up after $(( $(date +%s) - start )) s ==="
-            times+=("cloud-up($e) $(( $(date +%s) - start ))s")
-            ;;
-        cloud-kolla)
-            # One cloud at a time (fixed addresses and ports): the default
-            # one goes down (kept), this one comes up from its own state
-            # directory and goes down after its tests.
-            tools/cloud.sh down || true
-            export NPH_CLOUD_STATE=$kolla_state
-            start=$(date +%s)
-            if ! tools/cloud.sh up --compute2 kolla; then
-                status=1; failed=$((failed + 1)); failures+=("$e: tools/cloud.sh up")
-                echo "=== $e: the cloud did not come up ===" >&2
-                tools/cloud.sh down || true
-                unset NPH_CLOUD_STATE
-                continue
-            fi
-            echo "=== cloud (nph-compute2 in kolla's containers) up after" \
-                 "$(( $(date +%s) - start )) s ==="
+            echo "=== cloud (nph-compute2: $cloud_layout layout) up after $(( $(date +%s) - start )) s ==="
             times+=("cloud-up($e) $(( $(date +%s) - start ))s")
             ;;
     esac
@@ -164,58 +202,43 @@ for e in "${envs[@]}"; do
         rm -f "$out"
         continue
     fi
+    if [ "$e" = vm ] && [ "$e" != "${envs[-1]}" ] && [ "${NPH_VM_BESIDE:-1}" != 0 ]; then
+        echo "=== tox -e vm: started beside the stages after it; its output at the end ==="
+        rm -rf .stestr-vm
+        vm_out=$(mktemp); vm_t0=$(date +%s)
+        "$venv/bin/tox" -e vm > "$vm_out" 2>&1 &
+        vm_pid=$!
+        prev=  # its time is counted when it ends
+        continue
+    fi
     echo "=== tox -e $e ==="
     rm -rf .stestr  # so that 'stestr last' can only report this env's run
+    [ "$e" = vm ] && rm -rf .stestr-vm
     # The functional tests share this machine's libvirtd (and destroy
     # every nph-func-* guest they find): one run at a time on a machine
     # where several checkouts test.
     lock=()
     [ "$e" = functional ] && lock=(flock /run/nph-functional.lock)
-    toxenv=$e; toxargs=()
-    if [ "$e" = cloud-kolla ]; then
-        toxenv=cloud; toxargs=(-- "$kolla_tests")
-    fi
-    if ! "${lock[@]}" "$venv/bin/tox" -e "$toxenv" "${toxargs[@]}"; then
+    if ! "${lock[@]}" "$venv/bin/tox" -e "$e"; then
         status=1
         echo "=== tox -e $e FAILED ===" >&2
     fi
-    if [ "$e" = cloud-kolla ]; then
-        tools/cloud.sh down || true
-        unset NPH_CLOUD_STATE
-    fi
-    envdir=".tox/$toxenv"  # as tox.ini sets env_dir
-    case "$e" in
-        nova-functional-*) envdir=".tox/nova-${e##*-}" ;;
-        nova-*) envdir=".tox/$e-env" ;;
-    esac
-    if [ "$e" != pep8 ] && [ -x "$envdir/bin/stestr" ]; then
-        # Each tox env ran stestr last; read its counts back.
-        counts=$("$envdir/bin/stestr" last 2>/dev/null | \
-                 sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p' \
-                 || true)  # stestr last exits 1 after a failed run
-        p=$(awk '$1=="Passed"{print $2}' <<<"$counts"); p=${p:-0}
-        f=$(awk '$1=="Failed"{print $2}' <<<"$counts"); f=${f:-0}
-        s=$(awk '$1=="Skipped"{print $2}' <<<"$counts"); s=${s:-0}
-        echo "=== $e: $p passed, $f failed, $s skipped ==="
-        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
-        if [ "$f" != 0 ]; then
-            while read -r t; do
-                [ -n "$t" ] && failures+=("$e: $t")
-            done < <("$envdir/bin/stestr" failing --list 2>/dev/null || true)
-            # Why, too: the end of each failure's traceback, printed again
-            # at the end where CI's tail shows it.
-            "$envdir/bin/stestr" failing 2>/dev/null | tail -n 40 \
-                | sed "s/^/[$e] /" >> "$why" || true
-        fi
-        if [ "$p" = 0 ]; then
-            echo "=== $e ran no test ===" >&2
-            status=1
-        fi
-    fi
+    count "$e"
 done
+[ -n "$prev" ] && times+=("$prev $(( $(date +%s) - t0 ))s")
+if [ -n "$vm_pid" ]; then
+    echo "=== tox -e vm (started beside the stages after it) ==="
+    vm_rc=0; wait "$vm_pid" || vm_rc=$?
+    cat "$vm_out"; rm -f "$vm_out"
+    if [ "$vm_rc" != 0 ]; then
+        status=1
+        echo "=== tox -e vm FAILED ===" >&2
+    fi
+    times+=("vm(beside) $(( $(date +%s) - vm_t0 ))s")
+    count vm
+fi
 # CI shows the head and the tail of this output: name what failed here,
 # where it can be read without the whole log.
-[ -n "$prev" ] && times+=("$prev $(( $(date +%s) - t0 ))s")
 echo "times: ${times[*]}; all $(( $(date +%s) - run_start ))s"
 [ -s "$why" ] && { echo "=== why (the end of each failed env's tracebacks) ==="; cat "$why"; }
 for t in "${failures[@]}"; do echo "FAILED $t"; done

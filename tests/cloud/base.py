@@ -46,6 +46,10 @@ POOL = {'nph-compute1': frozenset({0, 1}), 'nph-compute2': frozenset({0})}
 NOVA_DEDICATED = {'nph-compute2': frozenset({1})}
 PREFIX = 'nph-cloud-'
 TIMEOUT = 240
+KOLLA_PREFIX = 'nph_cloud_'  # tools/cloud.sh's, for --compute2 kolla
+KOLLA_CONFIG = '/var/lib/kolla/config_files/'
+KOLLA_CONFIG_FILES = ('nova.conf', 'cpu-mode.conf', 'compute2.conf',
+                      'pinning2.conf', 'kolla.conf')
 
 
 # ERRORs of nova's and placement's own, whatever the package does,
@@ -123,6 +127,17 @@ def log_sizes():
         except OSError:
             out[path] = 0
     return out
+
+
+def kolla_nova_pinning_argv():
+    """``nova-pinning`` in nph-compute2's nova_compute container (kolla's
+    layout) with nova-compute's own configuration, as an operator runs it
+    there (``podman exec``)."""
+    argv = ['podman', 'exec', KOLLA_PREFIX + 'nova_compute',
+            '/var/lib/kolla/venv/bin/nova-pinning']
+    for f in KOLLA_CONFIG_FILES:
+        argv += ['--config-file', KOLLA_CONFIG + f]
+    return argv
 
 
 def cloud(*args, timeout=300):

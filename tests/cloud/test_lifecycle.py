@@ -10,7 +10,6 @@ import time
 
 from tests.cloud import base
 from tests.cloud import kernel
-from tests.cloud import test_kolla_compute
 
 
 def domain_xml(host, name, inactive=False):
@@ -27,7 +26,7 @@ def status_json(host):
     n = base.host_index(host)
     if n == 2 and base._state('compute2-layout') == 'kolla':
         out = subprocess.run(
-            test_kolla_compute.nova_pinning_argv() + [
+            base.kolla_nova_pinning_argv() + [
                 'status', '--format', 'json'],
             capture_output=True, text=True, timeout=60, check=True).stdout
         return json.loads(out)

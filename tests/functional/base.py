@@ -66,6 +66,23 @@ def _missing():
     return machine.cpus_unlike_tests()
 
 
+def empty_group(root, name):
+    """A cgroup v1 group ``name`` under ``root`` that a crashed earlier run
+    left: its members back to ``root``, the group removed."""
+    d = os.path.join(root, name)
+    if not os.path.isdir(d):
+        return
+    with open(os.path.join(d, 'cgroup.procs')) as f:
+        pids = f.read().split()
+    for pid in pids:
+        try:
+            with open(os.path.join(root, 'cgroup.procs'), 'w') as f:
+                f.write(pid)
+        except ProcessLookupError:
+            pass
+    os.rmdir(d)
+
+
 def require(test, missing):
     """Skip ``test`` for what ``missing`` says is missing, or fail it when
     ``NPH_FUNCTIONAL_REQUIRED=1`` (CI): a broken set-up never passes as

@@ -10,7 +10,12 @@ namespace). A tiny KVM guest boots through the containerised libvirtd;
 the package, run from ``nova_compute``, pins it, and the host's /proc
 shows the pins; from ``nova_compute`` the guest's kernel facts are
 unknown (another PID namespace), from the agent's container they are
-read.
+read. The isolation agent runs in its own container too (host PID and
+cgroup namespaces, kolla's image: no systemctl), limited to a stand-in
+daemon this test starts (``only_descendants_of``): this machine's other
+processes, interrupts and workqueues are not the test's to move; the
+stand-in's Cpus_allowed_list in the host's /proc is the proof, and
+``kolla-compute.sh undo`` puts it back.
 
 Prerequisites: root, podman (``kolla-images.sh`` installs Debian's),
 debootstrap, /dev/kvm, libvirt-python in the test environment. Without
@@ -22,6 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import testtools
 
@@ -74,6 +80,29 @@ class KollaCompute:
                 # No nova-compute writes the overcommit file here.
                 f.write('allocation_ratio = 4.0\n')
         return cls
+
+
+ISOLATE_GROUP = 'nph-func-kolla-host'
+ISOLATE_CONF = """[nova_pinning]
+reserved_cpus = 0
+[nova_pinning_isolation]
+cgroup_mode = v1
+group_name = %(group)s
+only_descendants_of = %(pid)d
+move_from_groups = %(origin)s
+interrupts = false
+workqueues = false
+sweep_interval = 1
+"""
+
+
+def _cpuset_group(pid):
+    with open('/proc/%d/cgroup' % pid) as f:
+        for line in f:
+            _, controllers, path = line.rstrip('\n').split(':', 2)
+            if 'cpuset' in controllers.split(','):
+                return path
+    return None
 
 
 def tearDownModule():
@@ -184,3 +213,65 @@ class TestKollaLayout(base.FunctionalTestCase):
         self.assertNotIn(dom.name(), data['kernel_facts_unknown'])
         self.assertEqual({}, guest['kernel_drift'])
         self.assertEqual(pinned, self.kernel_pins(dom))
+
+    def test_isolation_agent_in_its_container(self):
+        if _cpuset_group(os.getpid()) is None:
+            self.skipTest('no cgroup v1 cpuset hierarchy: the agent would '
+                          'use systemd (tests/vm/test_isolation.py)')
+        every = frozenset(range(os.cpu_count()))
+        base.empty_group('/sys/fs/cgroup/cpuset', ISOLATE_GROUP)
+        # A stand-in host daemon: sh and its sleep, in whatever cpuset
+        # group this test runs in; only they are the agent's to move.
+        daemon = subprocess.Popen(
+            ['sh', '-c', 'sleep 600 & echo $!; wait'],
+            stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.addCleanup(daemon.wait, 10)
+        self.addCleanup(os.killpg, daemon.pid, 9)
+        sleeper = int(daemon.stdout.readline())
+        self.assertEqual(every, self.cpus_allowed(sleeper))
+        name = 'isolate.conf'
+        with open(os.path.join(self.host.dir, 'etc', name), 'w') as f:
+            f.write(ISOLATE_CONF % {'group': ISOLATE_GROUP,
+                                    'pid': daemon.pid,
+                                    'origin': _cpuset_group(daemon.pid)})
+        env = dict(os.environ, NPH_KOLLA_ISOLATE_CONF=name)
+
+        def undo():
+            proc = subprocess.run([SCRIPT, 'undo', self.host.dir],
+                                  capture_output=True, text=True,
+                                  timeout=300, env=env)
+            self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+            return proc
+        self.addCleanup(undo)  # whatever happens, put the host back
+        proc = subprocess.run([SCRIPT, 'start', self.host.dir, 'isolate'],
+                              capture_output=True, text=True, timeout=600,
+                              env=env)
+        self.assertEqual(0, proc.returncode, proc.stderr)
+
+        # The agent in kolla's image, through the host's cgroup tree:
+        # the stand-in confined to the reserved CPU.
+        end = time.monotonic() + 60
+        while (self.cpus_allowed(sleeper) != {0}
+               and time.monotonic() < end):
+            time.sleep(0.5)
+        logs = subprocess.run(['podman', 'logs', 'nph_pinning_isolate'],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(frozenset([0]), self.cpus_allowed(sleeper),
+                         logs.stdout + logs.stderr)
+        # Its descendants only: sh itself is not one.
+        self.assertEqual(every, self.cpus_allowed(daemon.pid))
+        self.assertEqual(
+            '/' + ISOLATE_GROUP, _cpuset_group(sleeper))
+        status = self.podman_exec(
+            'nph_pinning_isolate', KOLLA_VENV_BIN + 'nova-pinning-isolate',
+            '--config-file', '/etc/nova-pinning-hooks/' + name, 'status')
+        self.assertEqual(0, status.returncode, status.stderr)
+        self.assertIn('applied: v1 on CPUs 0,', status.stdout)
+
+        # Switched off as deploy.rst says: the container stopped, undo in
+        # a one-shot container; both processes back where they were.
+        undo()
+        self.assertEqual(every, self.cpus_allowed(sleeper))
+        self.assertEqual(every, self.cpus_allowed(daemon.pid))
+        self.assertFalse(os.path.exists(
+            '/sys/fs/cgroup/cpuset/' + ISOLATE_GROUP))

@@ -53,22 +53,6 @@ def _missing():
     return None
 
 
-def _empty_group(root):
-    """Leftovers of a crashed earlier run: members to the root, removed."""
-    d = os.path.join(root, GROUP)
-    if not os.path.isdir(d):
-        return
-    with open(os.path.join(d, 'cgroup.procs')) as f:
-        pids = f.read().split()
-    for pid in pids:
-        try:
-            with open(os.path.join(root, 'cgroup.procs'), 'w') as f:
-                f.write(pid)
-        except ProcessLookupError:
-            pass
-    os.rmdir(d)
-
-
 allowed = base.FunctionalTestCase.cpus_allowed  # a plain function
 
 
@@ -78,7 +62,7 @@ class IsolationTestCase(testtools.TestCase):
         super().setUp()
         base.require(self, _missing())
         for root in (CPUSET, MEMORY):
-            _empty_group(root)
+            base.empty_group(root, GROUP)
         self.all_cpus = config.online_cpus()
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.run_dir = os.path.join(self.tmp, 'run')

@@ -121,7 +121,7 @@ vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
 trap '[ -n "$vm_pid" ] && kill "$vm_pid" 2>/dev/null; rm -f "$why" "$vm_out"' EXIT
 
 count() {  # ENV: read back the counts of the env's stestr run
-    local e=$1 envdir=".tox/$1" repo=.stestr counts p f s t
+    local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent
     case "$e" in
         pep8) return 0 ;;
         nova-functional-*) envdir=".tox/nova-${e##*-}" ;;  # as tox.ini sets env_dir

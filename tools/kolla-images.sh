@@ -7,7 +7,9 @@
 # (debian:bookworm) is made with debootstrap and `podman import`.
 #
 #   tools/kolla-images.sh build
-#       # prints runtime=OCI-RUNTIME, nova_libvirt=IMAGE, nova_compute=IMAGE
+#       # prints runtime=OCI-RUNTIME, nova_libvirt=IMAGE, nova_compute=IMAGE,
+#       # nova_compute_kolla=IMAGE (kolla's, without the package) and
+#       # nova_compute_derived=IMAGE (deploy.rst's derived image from it)
 #
 # Built once and kept: each image's tag is a key of its inputs (this
 # script, the series' constraints, the package's sources), so a second
@@ -244,6 +246,39 @@ if ! have "$compute"; then
     compute=$(stage nova-compute "$ctx/sources")
 fi
 
+# -- deploy.rst's other way: a derived image -------------------------------
+# kolla's nova-compute as a registry serves it (here: nova-base and kolla's
+# final USER nova, without the package), then deploy.rst's Dockerfile
+# ("A derived image") word for word, the wheel standing in for the index.
+cat > "$ctx/Containerfile" <<EOF
+FROM $nova_base
+LABEL name="nova-compute-kolla" nph.kolla="docker/nova/nova-compute, no override"
+USER nova
+EOF
+kolla_compute=$(stage nova-compute-kolla)
+cat > "$ctx/Containerfile" <<EOF
+FROM $kolla_compute
+LABEL name="nova-compute-derived"
+USER root
+COPY wheel /wheel
+RUN PIP_CERT=/run/host-ca.crt /var/lib/kolla/venv/bin/pip install \\
+        --no-cache-dir -c /requirements/upper-constraints.txt \\
+        /wheel/nova_pinning_hooks-*.whl \\
+    && rm -rf /wheel
+USER nova
+EOF
+derived=nph/nova-compute-derived:$( (cat "$ctx/Containerfile" "$ctx/sources") | key)
+if ! have "$derived"; then
+    if [ ! -d "$ctx/wheel" ]; then
+        log "building the package's wheel"
+        mkdir -p "$ctx/wheel"
+        (cd "$top" && python3 -m pip wheel --no-deps -q -w "$ctx/wheel" . >&2)
+    fi
+    derived=$(stage nova-compute-derived "$ctx/sources")
+fi
+
 echo "runtime=$runtime"
 echo "nova_libvirt=$libvirt_image"
 echo "nova_compute=$compute"
+echo "nova_compute_kolla=$kolla_compute"
+echo "nova_compute_derived=$derived"

@@ -34,6 +34,7 @@ import testtools
 from tests.functional import base
 
 SCRIPT = os.path.join(base.TOP, 'tools', 'kolla-compute.sh')
+IMAGES = os.path.join(base.TOP, 'tools', 'kolla-images.sh')
 CONF = '/etc/nova-pinning-hooks/nova-pinning-hooks.conf'
 # kolla_set_configs would put nova.conf here; the package's options are
 # what this test gives the commands run in the containers.
@@ -275,3 +276,49 @@ class TestKollaLayout(base.FunctionalTestCase):
         self.assertEqual(every, self.cpus_allowed(daemon.pid))
         self.assertFalse(os.path.exists(
             '/sys/fs/cgroup/cpuset/' + ISOLATE_GROUP))
+
+    def test_derived_image(self):
+        # deploy.rst's "A derived image": FROM kolla's nova-compute (the
+        # package not in it), USER root, pip install into kolla's venv
+        # with kolla's constraints, USER nova.
+        proc = subprocess.run([IMAGES, 'build'], capture_output=True,
+                              text=True, timeout=3600)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        images = dict(line.split('=', 1)
+                      for line in proc.stdout.splitlines() if '=' in line)
+
+        def run(image, *argv):
+            return subprocess.run(
+                ['podman', '--runtime', images['runtime'], 'run', '--rm',
+                 '--network', 'none', image] + list(argv),
+                capture_output=True, text=True, timeout=300)
+        derived = images['nova_compute_derived']
+        version = run(derived, KOLLA_VENV_BIN + 'nova-pinning', '--version')
+        self.assertEqual(0, version.returncode, version.stderr)
+        self.assertIn('1.0.0', version.stdout + version.stderr)
+        check = run(derived, KOLLA_VENV_BIN + 'pip', 'check')
+        self.assertIn('No broken requirements', check.stdout, check.stderr)
+        binding = run(derived, KOLLA_VENV_BIN + 'python3', '-c',
+                      'import libvirt; print(libvirt.__file__)')
+        self.assertTrue(binding.stdout.startswith(
+            '/usr/lib/python3/dist-packages/'), binding.stdout)
+        self.assertEqual('nova', run(derived, 'id', '-un').stdout.strip())
+        # The image it derives from has no package: the RUN put it there,
+        # and changed nothing else in kolla's venv but adding jeepney at
+        # the constraints' version.
+        parent = images['nova_compute_kolla']
+        self.assertNotEqual(0, run(parent, KOLLA_VENV_BIN + 'nova-pinning',
+                                   '--version').returncode)
+        before, after = (
+            set(run(image, KOLLA_VENV_BIN + 'pip',
+                    'freeze').stdout.splitlines())
+            for image in (parent, derived))
+        self.assertEqual(set(), before - after)
+        added = sorted(p.split('==')[0].split(' @ ')[0]
+                       for p in after - before)
+        self.assertEqual(['jeepney', 'nova-pinning-hooks'], added)
+        with open(os.path.join(base.TOP, 'tools', 'constraints',
+                               'nova-34.txt')) as f:
+            self.assertIn('jeepney===' + [
+                p.split('==')[1] for p in after - before
+                if p.startswith('jeepney==')][0], f.read().split())

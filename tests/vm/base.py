@@ -70,6 +70,12 @@ def shared():
         try:
             vm.boot()
             vm.install_package()
+            # libvirtd probes qemu's capabilities on its first such call
+            # after boot, which under TCG can outlast the package's
+            # 30 s libvirt call bound: done here, once, without it.
+            vm.run(['virsh', '-q', '-c', 'qemu:///system', 'capabilities'],
+                   timeout=600)
+            vm.start_zygote()
             vm.run(['mkdir', '-p', os.path.dirname(CONF)])
             vm.write(CONF, BASE_CONF)
         except Exception as exc:

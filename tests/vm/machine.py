@@ -23,6 +23,11 @@ Invariants:
   (``install_package``): a read-only second disk holding the files git
   tracks and the package's wheel built from them on this host, ``pip
   install`` of that wheel without network or index.
+- After ``start_zygote()``, ``nova-pinning`` and ``nova-pinning-isolate``
+  command lines run through ``tests/vm/zygote.py`` (a fresh forked
+  process each, the imports done once), started again after a reboot;
+  every other command, and those with standard input, start as
+  processes.
 """
 
 import base64
@@ -44,6 +49,10 @@ QEMU = '/usr/bin/qemu-system-x86_64'
 NODES = {0: frozenset(range(0, 4)), 1: frozenset(range(4, 8))}
 SIBLINGS = [frozenset((c, c + 1)) for c in range(0, 8, 2)]
 CPUS = frozenset(range(8))
+# tests/vm/zygote.py in the VM (the checkout is copied to /root/nph).
+ZYGOTE = '/root/nph/tests/vm/zygote.py'
+ZYGOTE_SOCKET = '/run/nph-vm-zygote.sock'
+ZYGOTE_SCRIPTS = ('nova-pinning', 'nova-pinning-isolate')
 
 
 class VMError(Exception):
@@ -172,6 +181,7 @@ class Machine:
                  mib_per_node=1536):
         self.image = image or image_dir()
         self.workdir = workdir or tempfile.mkdtemp(prefix='nph-vm.')
+        self.zygote = False  # start_zygote()
         self.smp_per_node = smp_per_node
         self.mib_per_node = mib_per_node
         self.qemu = None
@@ -265,11 +275,14 @@ class Machine:
         nothing of the runtime state, the disk as it was left."""
         previous = self.boot_id
         start = time.monotonic()
+        zygote, self.zygote = self.zygote, False  # gone with the old /run
         self.stop()
         self._start()
         self._wait_up(timeout, previous_boot=previous)
         self.boot_seconds.append(time.monotonic() - start)
         self._log_command(['(reboot)'], 0, self.boot_seconds[-1])
+        if zygote:
+            self.start_zygote()
 
     def stop(self, timeout=120):
         if self.qemu is None:
@@ -309,6 +322,10 @@ class Machine:
         a Result with its exit status and output."""
         if isinstance(argv, str):
             argv = ['/bin/sh', '-c', argv]
+        logged = argv
+        if self.zygote and input is None and argv[0] in ZYGOTE_SCRIPTS:
+            # tests/vm/zygote.py: the same command, its imports done once.
+            argv = ['python3', ZYGOTE, 'call'] + list(argv)
         args = {'path': argv[0], 'arg': list(argv[1:]),
                 'capture-output': True}
         if input is not None:
@@ -333,7 +350,7 @@ class Machine:
         err = base64.b64decode(status.get('err-data', '')).decode(
             errors='replace')
         rc = status.get('exitcode', -status.get('signal', 0) or -1)
-        result = Result(argv, rc, out, err)
+        result = Result(logged, rc, out, err)
         self._log_command(argv, rc, time.monotonic() - started)
         if check and rc != 0:
             raise VMError('command failed in the VM: %r' % result)
@@ -352,6 +369,22 @@ class Machine:
     def write(self, path, text, mode='0644'):
         self.run(['/bin/sh', '-c', 'umask 077; cat > "$1"; chmod %s "$1"'
                   % mode, 'write', path], input=text)
+
+    def start_zygote(self, timeout=300):
+        """tests/vm/zygote.py's server, as a transient unit: from now on
+        the package's commands run through it (``reboot`` starts it
+        again). NPH_VM_ZYGOTE=0: never."""
+        if os.environ.get('NPH_VM_ZYGOTE') == '0':
+            return
+        self.run(['systemd-run', '--unit', 'nph-vm-zygote', '--collect',
+                  'python3', ZYGOTE, 'serve'])
+        deadline = time.monotonic() + timeout
+        while self.run(['test', '-S', ZYGOTE_SOCKET], check=False).rc:
+            if time.monotonic() > deadline:
+                raise VMError('the zygote did not start within %s s'
+                              % timeout)
+            time.sleep(1)
+        self.zygote = True
 
     def install_package(self):
         """pip-install this checkout into the VM's system Python, with

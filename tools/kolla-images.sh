@@ -238,11 +238,15 @@ RUN PIP_CERT=/run/host-ca.crt /var/lib/kolla/venv/bin/pip install \\
     && rm -rf /wheel && rm -f /etc/machine-id
 USER nova
 EOF
-compute=nph/nova-compute:$( (cat "$ctx/Containerfile" "$ctx/sources") | key)
-if ! have "$compute"; then
+wheel() {  # the package's wheel in $ctx/wheel, built once a run
+    [ -d "$ctx/wheel" ] && return 0
     log "building the package's wheel"
     mkdir -p "$ctx/wheel"
     (cd "$top" && python3 -m pip wheel --no-deps -q -w "$ctx/wheel" . >&2)
+}
+compute=nph/nova-compute:$( (cat "$ctx/Containerfile" "$ctx/sources") | key)
+if ! have "$compute"; then
+    wheel
     compute=$(stage nova-compute "$ctx/sources")
 fi
 
@@ -269,11 +273,7 @@ USER nova
 EOF
 derived=nph/nova-compute-derived:$( (cat "$ctx/Containerfile" "$ctx/sources") | key)
 if ! have "$derived"; then
-    if [ ! -d "$ctx/wheel" ]; then
-        log "building the package's wheel"
-        mkdir -p "$ctx/wheel"
-        (cd "$top" && python3 -m pip wheel --no-deps -q -w "$ctx/wheel" . >&2)
-    fi
+    wheel
     derived=$(stage nova-compute-derived "$ctx/sources")
 fi
 

@@ -48,6 +48,15 @@ def qemu_pid(host, instance_name):
         return None
 
 
+def cpus_allowed(pid):
+    """The CPUs process ``pid`` may run on, from /proc."""
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('Cpus_allowed_list:'):
+                return cpus(line.split(':', 1)[1])
+    raise AssertionError('no Cpus_allowed_list for pid %d' % pid)
+
+
 def vcpu_threads(pid):
     """{vCPU index: allowed CPUs} of a qemu process, from /proc."""
     out = {}

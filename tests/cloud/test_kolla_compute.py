@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from tests.cloud import base
+from tests.cloud import kernel
 
 PREFIX = base.KOLLA_PREFIX
 
@@ -24,14 +25,6 @@ def container_pid(name):
          PREFIX + name], capture_output=True, text=True, timeout=60,
         check=True).stdout
     return int(out.strip())
-
-
-def cpus_allowed(pid):
-    with open('/proc/%d/status' % pid) as f:
-        for line in f:
-            if line.startswith('Cpus_allowed_list:'):
-                return line.split(':', 1)[1].strip()
-    raise AssertionError('no Cpus_allowed_list for pid %d' % pid)
 
 
 def kolla_compute(*args, env=None):
@@ -107,7 +100,7 @@ class TestKollaLayout(base.CloudTestCase):
         time.sleep(0.5)
         with open('/proc/%d/task/%d/children' % (daemon.pid, daemon.pid)) as f:
             sleeper = int(f.read().split()[0])
-        every = cpus_allowed(sleeper)
+        every = kernel.cpus_allowed(sleeper)
         dirname = os.path.join(base.STATE, 'compute2')
         name = 'isolate-cloud.conf'
         path = os.path.join(dirname, 'etc', name)
@@ -134,7 +127,7 @@ class TestKollaLayout(base.CloudTestCase):
             ["nova-pinning-isolate: error: [nova_pinning] reserved_cpus 0 "
              "overlaps nova's cpu_shared_set (0): host processes would "
              "share CPUs with guests"], logs.stderr.splitlines())
-        self.assertEqual(every, cpus_allowed(sleeper))
+        self.assertEqual(every, kernel.cpus_allowed(sleeper))
         self.assertFalse(os.path.exists(
             '/sys/fs/cgroup/cpuset/nph-cloud-kolla-host'))
         self.assert_no_compute_error()

@@ -45,10 +45,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 import libvirt  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
-from nova_pinning_hooks.agent import service  # noqa: E402
+from nova_pinning_hooks.runtime import service  # noqa: E402
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
 from nova_pinning_hooks.host import virt  # noqa: E402
-from nova_pinning_hooks.nova import agent  # noqa: E402
+from nova_pinning_hooks.nova import activation  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
 from tests.fixtures import register_nova_options  # noqa: E402
 
@@ -127,7 +127,7 @@ def burst(conn, n, mode, tmp, rnd):
     a = None
     active = mode != 'inactive'
     if mode == 'hooks':
-        a = agent.activate(conf_for(tmp), manager_cls=cls)
+        a = activation.activate(conf_for(tmp), manager_cls=cls)
     elif mode == 'agent':
         conf = conf_for(tmp)
         # Without nova, the ratio comes from the agent's configuration.
@@ -175,7 +175,7 @@ def burst(conn, n, mode, tmp, rnd):
         for kind in ('read', 'write'):
             result[kind] = calls[kind] - calls_before.get(kind, 0)
         if mode == 'hooks':
-            agent.deactivate()
+            activation.deactivate()
             hookpoints.uninstall(cls, 'bind_numa_affinity')
         else:
             stop.set()

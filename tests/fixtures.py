@@ -74,7 +74,7 @@ def run_agent(test, agent, join_timeout=10):
 class FakeNovaLibvirtFixture(fixtures.Fixture):
     """Stands in for nova's libvirt driver class and libvirt migration
     module where nova is not installed (unit and functional tests), with
-    what ``nova_pinning_hooks.nova.compat`` requires; ``agent.activate``
+    what ``nova_pinning_hooks.nova.compat`` requires; ``activation.activate``
     finds them through ``migration._driver_class``/``_module``."""
 
     def _setUp(self):

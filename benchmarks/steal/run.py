@@ -47,7 +47,7 @@ import libvirt  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
-from nova_pinning_hooks.isolation import agent as iso_agent  # noqa: E402
+from nova_pinning_hooks.isolation import isolator  # noqa: E402
 from nova_pinning_hooks.passes import reconciler  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -136,7 +136,7 @@ def one_run(conn, config, elf, tmp, first_tick=FIRST_TICK):
             result = rec.run_pass()
             rec.close()
             assert result.error is None, result.error
-            iso = iso_agent.Isolator(conf)
+            iso = isolator.Isolator(conf)
             iso.apply()
         conf = make_conf(tmp)
         uuid = dom.UUIDString()

@@ -26,7 +26,7 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks.isolation import agent
+from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import report
@@ -110,7 +110,7 @@ def _pins_text(st):
 
 
 def _watch(conf):
-    iso = agent.Isolator(conf)
+    iso = isolator.Isolator(conf)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -119,7 +119,7 @@ def _watch(conf):
 
 
 def _apply(conf):
-    iso = agent.Isolator(conf)
+    iso = isolator.Isolator(conf)
     moved = iso.apply()
     return '%s: host processes confined to CPUs %s; %d moved now\n' % (
         iso.settings.mode, conf.nova_pinning.reserved_cpus, moved)

@@ -52,8 +52,8 @@ def cmd_snapshot(conf):
 def _isolation_status(conf):
     """The host isolation agent's view, if that part is installed."""
     try:
-        from nova_pinning_hooks import isolation
-        return isolation.status(conf)
+        from nova_pinning_hooks.isolation import report
+        return report.status(conf)
     except Exception as exc:  # isolation is optional for binding
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
 
@@ -345,7 +345,7 @@ def cmd_agent(conf):
     import sys
     import threading
 
-    from nova_pinning_hooks.agent import service
+    from nova_pinning_hooks.runtime import service
     from nova_pinning_hooks.observe import httpserve
     uri = getattr(conf.command, 'connection', None)
     if uri:

@@ -18,8 +18,6 @@ HOST_RANGE = 'host-range'
 UNTOUCHED = 'untouched'
 RELEASED = 'released'  # only in release plans: back on nova's own CPUs
 
-MODES = (DEDICATED, NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, UNTOUCHED,
-         RELEASED)
 # Modes in which every vCPU of a guest is pinned to one set of pCPUs, its
 # emulator's (``GuestPlan``).
 SHARED = frozenset((NODE_RANGE, CROSS_NODE_RANGE, HOST_RANGE, RELEASED))
@@ -50,7 +48,9 @@ class PinChange(typing.NamedTuple):
     uuid: str
     name: str
     kind: str  # vcpu | emulator | iothread | numa
-    index: object  # vCPU or iothread id; None for emulator and numa
+    # vCPU or iothread id; None for emulator and numa. The name shadows
+    # tuple.index, but plans and snapshots are read by it.
+    index: object  # type: ignore[assignment]
     old: object  # frozenset or None
     new: frozenset
 

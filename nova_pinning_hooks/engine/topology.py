@@ -88,9 +88,6 @@ class HostTopology:
         seen = {self.core_of[c] for c in cpus}
         return sorted(seen, key=min)
 
-    def node_ids(self):
-        return list(self.nodes)
-
     @classmethod
     def from_capabilities(cls, xml_text):
         """Parse ``<capabilities>`` XML text; raise TopologyError if bad."""

@@ -24,7 +24,7 @@ import threading
 import time
 
 _lock = threading.Lock()
-_hung = {}  # uri -> (timedcall.Worker, monotonic time it was abandoned)
+_hung: dict = {}  # uri -> (timedcall.Worker, monotonic time it was abandoned)
 
 
 class DoesNotAnswer(Exception):

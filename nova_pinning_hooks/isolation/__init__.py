@@ -9,24 +9,18 @@ One capability per module:
 * ``systemdbus``: systemd's D-Bus API, where there is no systemctl;
 * ``pidwatch``: follow daemon restarts through pid files (inotify);
 * ``state``: the state file that makes every change undoable;
-* ``agent``: apply, sweep and the ``watch`` loop;
+* ``backends``: which of the two a settings' mode uses;
+* ``isolator``: apply, sweep and the ``watch`` loop;
 * ``restore``: ``undo``;
-* ``report``: ``status``.
-
-``status(conf)`` is what ``nova-pinning status`` shows.
+* ``report``: ``status`` (``report.status(conf)`` is what
+  ``nova-pinning status`` shows).
 
 Rule: a layer above ``passes`` (it reads the overcommit file's ratio):
 imports ``engine``, ``host`` and ``passes``; never ``observe``,
-``agent``, ``nova``, ``cmd``. Beside ``host``, the one layer that
+``runtime``, ``nova``, ``cmd``. Beside ``host``, the one layer that
 touches /proc and /sys: the host's own processes and their cgroups.
 """
 
 
 class BackendError(Exception):
     """The cgroup tree or systemd refused a change."""
-
-
-def status(conf):
-    """The isolation state as a dict; never raises (see ``report``)."""
-    from nova_pinning_hooks.isolation import report
-    return report.status(conf)

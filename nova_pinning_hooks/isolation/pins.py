@@ -33,7 +33,6 @@ from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import workqueue
 
 LOG = logging.getLogger(__name__)
-PARTS = ('interrupts', 'workqueue', 'irqbalance')
 KEEP_READING = 600.0  # seconds a previous reading of counts stays usable
 
 
@@ -114,7 +113,7 @@ def restore(st, paths):
     return failures
 
 
-_LAST = {}  # a reading of /proc/interrupts kept by long-lived readers
+_LAST: dict = {}  # a reading of /proc/interrupts kept by long-lived readers
 _sleep = time.sleep  # tests replace it
 
 

@@ -33,8 +33,10 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import backends
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import pins
 from nova_pinning_hooks.isolation import state
 
 LOG = logging.getLogger(__name__)
@@ -73,10 +75,9 @@ def _status(conf, paths):
             result['state'] = 'not configured'
         result['why'] = str(exc)
         return result
-    from nova_pinning_hooks.isolation import agent
     result.update(mode=settings.mode,
                   reserved_cpus=cpuset.format(settings.cpus))
-    backend = agent.backend_for(settings)
+    backend = backends.backend_for(settings)
     try:
         result.update(backend.status())
     except (BackendError, OSError) as exc:
@@ -88,7 +89,6 @@ def _status(conf, paths):
 
 
 def _pins(conf, settings):
-    from nova_pinning_hooks.isolation import pins
     try:
         st = state.load(settings.state_file)
         if st is not None and state.from_earlier_boot(st,

@@ -4,8 +4,13 @@
   brought back with the same semantics;
 * ``hookpoints``: wraps the configured ComputeManager methods with it;
 * ``hook``: the ``bind_numa_affinity`` hook, which asks for a pass;
-* ``agent``: the in-process runtime (overcommit file, coalescer, passes,
-  periodic safety net);
+* ``activation``: switching the package on (checks, nova's libvirt
+  connection, hook points, driver hooks, then the runtime);
+* ``runtime``: the passes inside nova-compute: ``runtime.service``'s
+  ``BindingService`` on a thread of nova-compute, or in a worker process
+  under eventlet;
+* ``ratiofile``: the overcommit file from nova's configuration and the
+  ratio nova reports;
 * ``notifier``: the switch: an oslo.messaging notification driver that
   nova-compute loads from its configuration, early, and that activates
   the rest.

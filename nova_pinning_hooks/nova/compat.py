@@ -3,7 +3,7 @@ switches anything on.
 
 The package wraps private parts of nova. ``lacking`` names those the
 running nova does not have in the shape the package uses;
-``agent.activate`` refuses to activate when any is lacking.
+``activation.activate`` refuses to activate when any is lacking.
 
 Invariants:
 
@@ -11,7 +11,7 @@ Invariants:
   wraps and the parameters its hooks read (``update_provider_tree``'s
   ``provider_tree`` and ``nodename``, read by position or by name);
 * pure: reads the objects it is given, imports nothing, changes nothing;
-* all or nothing: ``agent.activate`` installs no hook unless ``lacking``
+* all or nothing: ``activation.activate`` installs no hook unless ``lacking``
   returned nothing, and otherwise logs one line naming everything that
   is lacking, so a nova-compute is never left half-activated.
 

@@ -8,7 +8,7 @@ exception reaches nova's thread.
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import earlylog
 from nova_pinning_hooks.nova import hooks
 
@@ -26,7 +26,7 @@ class BindNumaAffinityHook:
         try:
             method = hooks.current_function() or 'hook'
             host = getattr(args[0], 'host', None) if args else None
-            agent.request_pass(method, host=host)
+            activation.request_pass(method, host=host)
         except Exception:  # never into nova
             LOG.exception('nova-pinning-hooks: could not request a pass')
 
@@ -49,7 +49,7 @@ class AllocationRatioHook:
             inventory = tree.data(node).inventory.get('VCPU') or {}
             ratio = inventory.get('allocation_ratio')
             if ratio is not None:
-                agent.note_allocation_ratio(ratio, node)
+                activation.note_allocation_ratio(ratio, node)
         except Exception:  # never into nova
             LOG.exception('nova-pinning-hooks: could not read the VCPU '
                           'allocation ratio from the provider tree')

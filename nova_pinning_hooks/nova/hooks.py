@@ -60,7 +60,7 @@ class HookManager(stevedore.hook.HookManager):
         self._run(name, 'post', (rv,) + tuple(args), kwargs)
 
 
-_MANAGERS = {}
+_MANAGERS: dict = {}
 
 
 def manager(name):

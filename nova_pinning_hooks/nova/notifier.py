@@ -24,7 +24,7 @@ says that there are none.
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import earlylog
 
 LOG = logging.getLogger(__name__)
@@ -36,12 +36,12 @@ class ActivationDriver:
 
     def __init__(self, conf, topics=None, transport=None):
         self.conf = conf
-        if not agent.in_nova_compute():
+        if not activation.in_nova_compute():
             LOG.debug('nova-pinning-hooks: not nova-compute; inactive')
             return
         earlylog.hold()
         try:
-            agent.activate(conf)
+            activation.activate(conf)
         except Exception:
             LOG.exception('nova-pinning-hooks: activation failed; nova '
                           'runs on without it')

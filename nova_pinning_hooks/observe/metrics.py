@@ -48,12 +48,14 @@ Invariants:
 import dataclasses
 import threading
 import time
+import typing
 
 from prometheus_client import core
 from prometheus_client import exposition as prom_exposition
 from prometheus_client import registry as prom_registry
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.observe import version
 
 PREFIX = 'nova_pinning_'
@@ -68,12 +70,13 @@ CHANGE_KINDS = ('vcpu', 'emulator', 'iothread', 'numa')
 @dataclasses.dataclass
 class HostView:
     plan: object = None  # plan.Plan, or None when it could not be read
-    sample: dict = None  # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
+    # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
+    sample: typing.Optional[dict] = None
     ratio_source: object = None
-    isolation: dict = None  # isolation.status()
+    isolation: typing.Optional[dict] = None  # isolation.report.status()
     # {'written', 'boot'} (Unix times; written 0: missing or unusable),
     # None when [nova_pinning] allocation_ratio stands in for the file
-    overcommit: dict = None
+    overcommit: typing.Optional[dict] = None
     errors: list = dataclasses.field(default_factory=list)
 
 
@@ -131,8 +134,7 @@ def read_view(rec, conf, plan=None, isolation=True):
     except Exception as exc:
         view.errors.append('vcpu stats: %s: %s' % (type(exc).__name__, exc))
     if isolation:
-        from nova_pinning_hooks import isolation as isolation_mod
-        view.isolation = isolation_mod.status(conf)
+        view.isolation = report.status(conf)
     view.overcommit = overcommit_times(conf)
     return view
 

@@ -30,9 +30,8 @@ class PassStats:
                         for result in metrics.CHANGE_RESULTS
                         for kind in metrics.CHANGE_KINDS}
         self.calls = {'read': 0, 'write': 0}
-        self.polls = 0  # vCPU count polls (service.BindingService)
+        self.polls = 0  # vCPU count polls (runtime.service)
         self.last_timestamp = None
-        self.last_seconds = None
         self.last_ok = None
         self.last_plan = None  # of the last pass that planned
 
@@ -55,7 +54,6 @@ class PassStats:
             for kind in self.calls:
                 self.calls[kind] += result.calls.get(kind, 0)
             self.last_timestamp = time.time() if now is None else now
-            self.last_seconds = result.seconds
             self.last_ok = result.complete
             if result.plan is not None:
                 self.last_plan = result.plan

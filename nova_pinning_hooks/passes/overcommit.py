@@ -16,7 +16,7 @@ Invariants:
   filesystem) and what is there differs from what it computed, it is
   renamed to ``<file>.stale`` (``set_aside``), ``read`` refuses with a
   message that says so, and nova-compute runs no pass until its write
-  succeeds (``nova.agent``).
+  succeeds (``nova.ratiofile``).
 * ``read`` accepts only a complete, valid file: a missing, unreadable or
   corrupt file, a ratio that is not a number > 0, or a CPU set that does
   not parse raises ``OvercommitError`` with one message naming the file.

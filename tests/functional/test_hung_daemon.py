@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from nova_pinning_hooks.agent import service
+from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import reconciler
 from tests import fixtures

@@ -18,7 +18,7 @@ import time
 
 from prometheus_client import parser
 
-from nova_pinning_hooks.agent import service
+from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.host import qemuproc
 from tests.functional import base
 

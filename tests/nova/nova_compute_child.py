@@ -79,7 +79,8 @@ import nova.conf  # noqa: E402
 oslo_logging.setup(nova.conf.CONF, 'nova')
 objects.register_all()
 
-from nova_pinning_hooks.nova import agent  # noqa: E402
+from nova_pinning_hooks.nova import activation  # noqa: E402
+from nova_pinning_hooks.nova import runtime  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
 
 # In threading mode nova forbids importing eventlet from now on: every
@@ -102,8 +103,8 @@ report = {'mode': mode, 'imported': imported,
           # eventlet; before, the variable only leaves eventlet unpatched.
           'native_threading': hasattr(monkey_patch, 'poison_eventlet'),
           'eventlet_loaded': 'eventlet' in sys.modules,
-          'eventlet_patched': agent.eventlet_patched()}
-a = agent.current()
+          'eventlet_patched': runtime.eventlet_patched()}
+a = activation.current()
 report['active'] = a is not None
 if a is None:
     print(json.dumps(report))

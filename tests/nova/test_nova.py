@@ -137,7 +137,7 @@ class TestThreadingMode(NovaChildTestCase):
         self.assertFalse(report['eventlet_patched'])
         self.assertFalse(report['out_of_process'])
         # Every module imported with nova's eventlet import poison on.
-        self.assertIn('nova_pinning_hooks.nova.agent', report['imported'])
+        self.assertIn('nova_pinning_hooks.nova.activation', report['imported'])
         self.assertIn('nova_pinning_hooks.host.virt', report['imported'])
         # The passes ran in process, on the fake libvirt, and pinned the
         # nova guest one-to-one on the 4-CPU host.

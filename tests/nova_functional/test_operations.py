@@ -12,7 +12,7 @@ Switched on as an operator does (``[oslo_messaging_notifications] driver
 = nova_pinning``) except that nova's test fixtures replace the
 notification drivers, and our driver activates only inside the
 nova-compute program; so the test makes the call the driver makes,
-``agent.activate(CONF)``, documented in doc/source/nova.rst.
+``activation.activate(CONF)``, documented in doc/source/nova.rst.
 
 Passes never reach the real host: the reconciler is replaced by a
 recorder (passes against nova's fake libvirt would test nothing of ours
@@ -38,7 +38,7 @@ from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import hooks
@@ -188,7 +188,7 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         self.flags(driver=['nova_pinning'],
                    group='oslo_messaging_notifications')
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.nova.agent.eventlet_patched', lambda: False))
+            'nova_pinning_hooks.nova.runtime.eventlet_patched', lambda: False))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.passes.reconciler.Reconciler', Recorder))
         Recorder.watched = 0
@@ -205,16 +205,16 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
             'nova_pinning_hooks.nova.hook.BindNumaAffinityHook.post',
             timed_post))
         # What the notification driver's __init__ calls in nova-compute.
-        self.agent = agent.activate(CONF)
+        self.agent = activation.activate(CONF)
         self.assertIsNotNone(self.agent)
         self.addCleanup(self._switch_off)
 
     def _switch_off(self):
-        agent.deactivate()
+        activation.deactivate()
         from nova.compute import manager
         from nova.virt.libvirt import driver
         hookpoints.uninstall(manager.ComputeManager, 'bind_numa_affinity')
-        hookpoints.uninstall(driver.LibvirtDriver, agent.RATIO_HOOK)
+        hookpoints.uninstall(driver.LibvirtDriver, activation.RATIO_HOOK)
         migration.uninstall()
         hooks.reset()
 
@@ -497,14 +497,14 @@ class TestSwitchedOff(OperationsTestBase):
         self.flags(driver=['nova_pinning'],
                    group='oslo_messaging_notifications')
         # What the notification driver's __init__ calls in nova-compute.
-        self.assertIsNone(agent.activate(CONF))
+        self.assertIsNone(activation.activate(CONF))
         self.addCleanup(self._switch_off)
         from nova.compute import manager
         # (nova's fixtures put mocks on the class: compare the mark.)
         self.assertFalse([n for n, v in vars(manager.ComputeManager).items()
                           if getattr(v, hookpoints.MARK, None) ==
                           CONF.nova_pinning.hook_name])
-        self.assertIsNone(agent.current())
+        self.assertIsNone(activation.current())
 
     def test_no_pin_of_ours_leaves_the_guest(self):
         small = self.flavors[0]['id']

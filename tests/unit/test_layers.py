@@ -28,7 +28,7 @@ PACKAGE = os.path.join(os.path.dirname(__file__), '..', '..',
 # Bottom up; a module may import its own layer and those before it.
 # Layers in one tuple share a rank and do not import each other.
 LAYERS = (('engine',), ('host',), ('passes',), ('isolation',),
-          ('observe',), ('agent',), ('conf',), ('nova', 'cmd'))
+          ('observe',), ('runtime',), ('conf',), ('nova', 'cmd'))
 RANK = {layer: rank for rank, names in enumerate(LAYERS)
         for layer in names}
 # What the engine may import: pure standard library modules and itself.

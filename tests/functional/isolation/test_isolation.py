@@ -27,7 +27,7 @@ import testtools
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import cpuset
-from nova_pinning_hooks.isolation import agent
+from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import report
@@ -140,7 +140,7 @@ class IsolationTestCase(testtools.TestCase):
     def start_watch(self):
         """``watch`` in a thread of this process; stopped on cleanup."""
         stop = threading.Event()
-        iso = agent.Isolator(self.conf)
+        iso = isolator.Isolator(self.conf)
         watcher = threading.Thread(target=iso.watch, args=(stop, 120))
         watcher.start()
         self.addCleanup(watcher.join, 10)
@@ -176,7 +176,7 @@ class TestIsolation(IsolationTestCase):
         first = self.daemon('a.pid')
         second = self.daemon('sub/b.pid')
         self.assertEqual(self.all_cpus, allowed(first))
-        self.assertEqual(2, agent.Isolator(self.conf).apply())
+        self.assertEqual(2, isolator.Isolator(self.conf).apply())
         for pid in (first, second):
             self.wait_allowed(pid, RESERVED)
             self.assertEqual('/' + GROUP, self.cgroup(pid))
@@ -211,7 +211,7 @@ class TestIsolation(IsolationTestCase):
         shutil.copy(shutil.which('sleep'), ovs)
         excluded = self.daemon('ovs.pid', program=ovs)
         plain = self.daemon('plain.pid')
-        agent.Isolator(self.conf).apply()
+        isolator.Isolator(self.conf).apply()
         self.wait_allowed(plain, RESERVED)
         self.assertEqual(self.all_cpus, allowed(excluded))
         self.assertEqual('/', self.cgroup(excluded))
@@ -224,7 +224,7 @@ class TestIsolation(IsolationTestCase):
         memory_origin = self.cgroup(pinned, 'memory')
         self.cf.config(group='nova_pinning_isolation', memory_limit_mib=512,
                        move_from_groups=sorted({'/', memory_origin}))
-        agent.Isolator(self.conf).apply()
+        isolator.Isolator(self.conf).apply()
         self.wait_allowed(pinned, RESERVED)
         self.assertEqual('/' + GROUP, self.cgroup(pinned, 'memory'))
         with open(os.path.join(MEMORY, GROUP,

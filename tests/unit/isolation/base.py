@@ -7,7 +7,7 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
-from nova_pinning_hooks.isolation import agent
+from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import restore
 from tests.unit.isolation import fakehost
 
@@ -35,7 +35,7 @@ class TestCase(testtools.TestCase):
         self.cf.config(group='nova_pinning_isolation', **kw)
 
     def isolator(self):
-        return agent.Isolator(self.conf, self.host.paths)
+        return isolator.Isolator(self.conf, self.host.paths)
 
     def undo(self):
         return restore.undo(self.conf, self.host.paths)

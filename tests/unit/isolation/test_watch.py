@@ -6,7 +6,7 @@ import time
 
 import fixtures
 
-from nova_pinning_hooks.isolation import agent
+from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import procfs
 from tests.unit.isolation import base
@@ -50,7 +50,7 @@ class TestWatch(base.TestCase):
             os.rename(tmp, path)
 
     def test_a_daemon_that_starts_during_the_first_sweep_is_followed(self):
-        original = agent.Isolator._apply
+        original = isolator.Isolator._apply
 
         def apply_then_a_daemon_starts(iso):
             result = original(iso)
@@ -60,7 +60,7 @@ class TestWatch(base.TestCase):
             self.pidfile('ntpd.pid', 700)
             return result
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.isolation.agent.Isolator._apply',
+            'nova_pinning_hooks.isolation.isolator.Isolator._apply',
             apply_then_a_daemon_starts))
         self.start()
         self.wait_for(700, GROUP)

@@ -15,7 +15,8 @@ import testtools
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.host import statefile
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
+from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
 from nova_pinning_hooks.passes import overcommit
@@ -46,7 +47,7 @@ class AgentTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.addCleanup(agent.deactivate)
+        self.addCleanup(activation.deactivate)
         self.addCleanup(hooks.reset)
         # Records are not held for a logging set-up that never comes
         # (test_earlylog tests the holding).
@@ -63,8 +64,8 @@ class TestActivate(AgentTestCase):
     def test_activation_writes_overcommit_hooks_and_first_pass(self):
         conf = nova_like_conf(self)
         self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
-        a = agent.activate(conf, manager_cls=self.cls)
-        self.assertIs(a, agent.activate(conf, manager_cls=self.cls))
+        a = activation.activate(conf, manager_cls=self.cls)
+        self.assertIs(a, activation.activate(conf, manager_cls=self.cls))
         self.assertEqual(4.0, overcommit.read(
             conf.nova_pinning.overcommit_file).allocation_ratio)
         self.assertTrue(getattr(self.cls.stop_instance,
@@ -75,7 +76,7 @@ class TestActivate(AgentTestCase):
 
     def test_hooked_operation_rebinds(self):
         conf = nova_like_conf(self)
-        a = agent.activate(conf, manager_cls=self.cls)
+        a = activation.activate(conf, manager_cls=self.cls)
         a.coalescer.request('settle', wait=True, timeout=10)
         self.fake.add_domain('new', 1, xml=hosts.domain_xml('new', 1))
         self.cls().stop_instance('ctx', 'inst')
@@ -83,14 +84,14 @@ class TestActivate(AgentTestCase):
         self.assertEqual(1, len(self.fake.by_name('new').vcpu_pins))
 
     def assertNotActivated(self, conf, logs, lacking):
-        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIsNone(activation.activate(conf, manager_cls=self.cls))
         # Nothing hooked, nothing wrapped, no agent: not half-activated.
         self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
         self.assertIsNone(getattr(self.nova.module.get_updated_guest_xml,
                                   '_nova_pinning_strip', None))
         self.assertFalse(vars(self.nova.driver_cls).get(
             'update_provider_tree').__dict__.get('_nova_pinning_hook'))
-        self.assertFalse(agent.request_pass('x'))
+        self.assertFalse(activation.request_pass('x'))
         self.assertFalse(os.path.exists(conf.nova_pinning.overcommit_file))
         lines = [line for line in logs.output.splitlines()
                  if 'not activated' in line]
@@ -119,7 +120,7 @@ class TestActivate(AgentTestCase):
         conf = nova_like_conf(self)
         logs = self.useFixture(fixtures.FakeLogger())
         del self.nova.module.get_updated_guest_xml
-        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIsNone(activation.activate(conf, manager_cls=self.cls))
         self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
         self.assertIn('this nova lacks nova.virt.libvirt.migration.'
                       'get_updated_guest_xml', logs.output)
@@ -132,7 +133,7 @@ class TestActivate(AgentTestCase):
             raise ImportError('No module named nova')
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.migration._driver_class', no_nova))
-        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIsNone(activation.activate(conf, manager_cls=self.cls))
         self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
         self.assertIn('this nova lacks nova.virt.libvirt (not importable)',
                       logs.output)
@@ -147,9 +148,9 @@ class TestActivate(AgentTestCase):
             lambda self, *a, **k: pinned
         conf = nova_like_conf(self, enabled=False)
         logs = self.useFixture(fixtures.FakeLogger())
-        self.assertIsNone(agent.activate(conf, manager_cls=self.cls))
+        self.assertIsNone(activation.activate(conf, manager_cls=self.cls))
         self.assertIs(FakeManager.stop_instance, self.cls.stop_instance)
-        self.assertFalse(agent.request_pass('x'))
+        self.assertFalse(activation.request_pass('x'))
         self.assertFalse(os.path.exists(conf.nova_pinning.overcommit_file))
         self.assertFalse(vars(self.nova.driver_cls).get(
             'update_provider_tree').__dict__.get('_nova_pinning_hook'))
@@ -163,7 +164,7 @@ class TestActivate(AgentTestCase):
     def test_unwritable_overcommit_file_is_logged_not_raised(self):
         conf = nova_like_conf(self, overcommit_file='/proc/nope/oc.json')
         logs = self.useFixture(fixtures.FakeLogger())
-        a = agent.activate(conf, manager_cls=self.cls)
+        a = activation.activate(conf, manager_cls=self.cls)
         self.assertIsNotNone(a)
         self.assertIn('cannot write the overcommit file', logs.output)
         a.coalescer.request('x', wait=True, timeout=10)
@@ -196,7 +197,7 @@ class TestActivate(AgentTestCase):
         g = self.fake.add_domain('g', 1, xml=hosts.domain_xml('g', 1))
         disk = self.full_disk()
         logs = self.useFixture(fixtures.FakeLogger())
-        a = agent.activate(conf, manager_cls=self.cls)
+        a = activation.activate(conf, manager_cls=self.cls)
         a.coalescer.request('x', wait=True, timeout=10)
         self.assertEqual(({}, None), (g.vcpu_pins, g.emulator_pin))
         self.assertIn('No space left on device', a.last_result.error)
@@ -225,7 +226,7 @@ class TestActivate(AgentTestCase):
         overcommit.write(path, overcommit.from_nova_conf(conf))
         self.full_disk()
         logs = self.useFixture(fixtures.FakeLogger())
-        a = agent.activate(conf, manager_cls=self.cls)
+        a = activation.activate(conf, manager_cls=self.cls)
         a.coalescer.request('x', wait=True, timeout=10)
         self.assertIsNone(a.last_result.error)
         self.assertIn('it holds this configuration', logs.output)
@@ -233,7 +234,7 @@ class TestActivate(AgentTestCase):
 
     def test_periodic_safety_net(self):
         conf = nova_like_conf(self, periodic_interval=1)
-        a = agent.activate(conf, manager_cls=self.cls)
+        a = activation.activate(conf, manager_cls=self.cls)
         a.coalescer.request('settle', wait=True, timeout=10)
         passes = a.coalescer.passes
         self.fake.add_domain('late', 1, xml=hosts.domain_xml('late', 1))
@@ -249,16 +250,16 @@ class TestOutOfProcess(AgentTestCase):
 
     def test_eventlet_detection_reads_sys_modules_only(self):
         self.assertNotIn('eventlet', sys.modules)
-        self.assertFalse(agent.eventlet_patched())
+        self.assertFalse(runtime.eventlet_patched())
         patcher = mock.Mock()
         patcher.is_monkey_patched.return_value = True
         with mock.patch.dict(sys.modules, {'eventlet.patcher': patcher}):
-            self.assertTrue(agent.eventlet_patched())
+            self.assertTrue(runtime.eventlet_patched())
         self.assertNotIn('eventlet', sys.modules)
 
     def test_child_process_argv_carries_nova_config(self):
         conf = nova_like_conf(self)
-        a = agent.Agent(conf, out_of_process=True)
+        a = runtime.Runtime(conf, out_of_process=True)
         self.addCleanup(a.stop)
         a.conf = mock.Mock(config_file=['/etc/nova/nova.conf',
                                         '/etc/nova/nova-compute.conf'],
@@ -274,7 +275,7 @@ class TestOutOfProcess(AgentTestCase):
 
     def test_one_long_lived_worker_started_again_if_it_dies(self):
         conf = nova_like_conf(self)
-        a = agent.Agent(conf, out_of_process=True)
+        a = runtime.Runtime(conf, out_of_process=True)
         self.addCleanup(a.stop)
         logs = self.useFixture(fixtures.FakeLogger())
         tmp = self.useFixture(fixtures.TempDir()).path
@@ -305,7 +306,7 @@ class TestOutOfProcess(AgentTestCase):
 
     def test_a_worker_that_cannot_start_is_logged(self):
         conf = nova_like_conf(self)
-        a = agent.Agent(conf, out_of_process=True)
+        a = runtime.Runtime(conf, out_of_process=True)
         self.addCleanup(a.stop)
         logs = self.useFixture(fixtures.FakeLogger())
         with mock.patch.object(a, 'child_argv',
@@ -319,15 +320,16 @@ class TestNotifierSwitch(AgentTestCase):
 
     def test_other_nova_services_ignore_it(self):
         conf = nova_like_conf(self)
-        with mock.patch.object(agent, 'in_nova_compute', return_value=False):
+        with mock.patch.object(activation, 'in_nova_compute',
+                               return_value=False):
             notifier.ActivationDriver(conf, topics=['n'], transport=None)
-        self.assertIsNone(agent.current())
+        self.assertIsNone(activation.current())
 
     def test_activation_failure_never_reaches_nova(self):
         conf = nova_like_conf(self)
-        with mock.patch.object(agent, 'in_nova_compute',
+        with mock.patch.object(activation, 'in_nova_compute',
                                return_value=True), \
-                mock.patch.object(agent, 'activate',
+                mock.patch.object(activation, 'activate',
                                   side_effect=RuntimeError('broken')):
             drv = notifier.ActivationDriver(conf, topics=['n'],
                                             transport=None)
@@ -341,9 +343,9 @@ class TestNotifierSwitch(AgentTestCase):
         conf.set_override('driver', drivers,
                           group='oslo_messaging_notifications')
         logs = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
-        with mock.patch.object(agent, 'in_nova_compute',
+        with mock.patch.object(activation, 'in_nova_compute',
                                return_value=True), \
-                mock.patch.object(agent, 'activate', return_value=None):
+                mock.patch.object(activation, 'activate', return_value=None):
             notifier.ActivationDriver(conf, topics=['n'], transport=None)
         return [line for line in logs.output.splitlines()
                 if 'notification drivers' in line]
@@ -363,11 +365,11 @@ class TestNotifierSwitch(AgentTestCase):
 
     def test_in_nova_compute(self):
         with mock.patch.object(sys, 'argv', ['/usr/bin/nova-compute']):
-            self.assertTrue(agent.in_nova_compute())
+            self.assertTrue(activation.in_nova_compute())
         with mock.patch.object(sys, 'argv', ['/usr/bin/nova-api']), \
                 mock.patch.dict(sys.modules):
             sys.modules.pop('nova.cmd.compute', None)
-            self.assertFalse(agent.in_nova_compute())
+            self.assertFalse(activation.in_nova_compute())
 
 
 def with_nova_libvirt(conf, **values):
@@ -387,7 +389,7 @@ class TestNovaConnection(AgentTestCase):
         conf = with_nova_libvirt(nova_like_conf(self),
                                  connection_uri='qemu+tcp://h2:16510/system')
         self.assertEqual('qemu+tcp://h2:16510/system',
-                         agent.follow_nova_connection(conf))
+                         activation.follow_nova_connection(conf))
         self.assertEqual('qemu+tcp://h2:16510/system',
                          conf.nova_pinning.connection_uri)
 
@@ -398,14 +400,14 @@ class TestNovaConnection(AgentTestCase):
                                ('parallels', 'parallels:///system')]:
             conf = with_nova_libvirt(nova_like_conf(self),
                                      virt_type=virt_type)
-            self.assertEqual(uri, agent.follow_nova_connection(conf))
+            self.assertEqual(uri, activation.follow_nova_connection(conf))
 
     def test_ours_wins_when_set(self):
         conf = with_nova_libvirt(nova_like_conf(
             self, connection_uri='qemu+unix:///system?socket=/s'),
             connection_uri='qemu+tcp://h2:16510/system')
         self.assertEqual('qemu+unix:///system?socket=/s',
-                         agent.follow_nova_connection(conf))
+                         activation.follow_nova_connection(conf))
 
     def test_ours_from_a_file_wins_even_at_its_default_value(self):
         tmp = self.useFixture(fixtures.TempDir()).path
@@ -418,12 +420,12 @@ class TestNovaConnection(AgentTestCase):
         with_nova_libvirt(conf)
         conf(['--config-file', path], default_config_files=[])
         self.assertEqual('qemu:///system',
-                         agent.follow_nova_connection(conf))
+                         activation.follow_nova_connection(conf))
 
     def test_out_of_nova_unchanged(self):
         conf = nova_like_conf(self)  # no [libvirt] group
         self.assertEqual('qemu:///system',
-                         agent.follow_nova_connection(conf))
+                         activation.follow_nova_connection(conf))
 
     def test_activation_binds_nova_libvirt_not_the_default(self):
         nova_host = self.useFixture(FakeLibvirtFixture(
@@ -432,7 +434,7 @@ class TestNovaConnection(AgentTestCase):
         self.fake.add_domain('other', 2, xml=hosts.domain_xml('other', 2))
         conf = with_nova_libvirt(nova_like_conf(self),
                                  connection_uri='test:///nova')
-        a = agent.activate(conf, manager_cls=self.cls)
+        a = activation.activate(conf, manager_cls=self.cls)
         self.assertTrue(a.coalescer.request('test', wait=True, timeout=10))
         self.assertEqual(2, len(nova_host.by_name('g').vcpu_pins))
         self.assertEqual({}, self.fake.by_name('other').vcpu_pins)

@@ -8,7 +8,7 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import earlylog
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import notifier
@@ -47,7 +47,7 @@ class EarlyLogTestCase(testtools.TestCase):
         # The watcher stays out of the way unless a test wants it.
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.earlylog.POLL', 3600.0))
-        self.log = logging.getLogger('nova_pinning_hooks.nova.agent')
+        self.log = logging.getLogger('nova_pinning_hooks.nova.activation')
 
     def set_up_logging(self, level=logging.INFO):
         """What oslo.log's ``setup`` does to the root logger."""
@@ -67,9 +67,9 @@ class EarlyLogTestCase(testtools.TestCase):
         self.assertFalse(earlylog.holding())
         # Time, level and logger kept; DEBUG dropped at INFO.
         self.assertEqual(
-            [('INFO', 'nova_pinning_hooks.nova.agent',
+            [('INFO', 'nova_pinning_hooks.nova.activation',
               'nova-pinning-hooks: wrote /x/overcommit.json'),
-             ('WARNING', 'nova_pinning_hooks.nova.agent', 'a warning')],
+             ('WARNING', 'nova_pinning_hooks.nova.activation', 'a warning')],
             capture.lines)
         # From now on records go straight through, at the set-up level.
         self.log.info('after')
@@ -77,7 +77,7 @@ class EarlyLogTestCase(testtools.TestCase):
         self.assertEqual('after', capture.lines[-1][2])
         self.assertEqual(3, len(capture.lines))
         # Meanwhile only the warning went to stderr, at once.
-        self.assertEqual([('WARNING', 'nova_pinning_hooks.nova.agent',
+        self.assertEqual([('WARNING', 'nova_pinning_hooks.nova.activation',
                            'a warning')], self.provisional.lines)
         self.assertEqual(logging.NOTSET,
                          logging.getLogger(earlylog.PACKAGE).level)
@@ -101,7 +101,7 @@ class EarlyLogTestCase(testtools.TestCase):
         self.assertFalse(earlylog.hold())
         self.assertFalse(earlylog.holding())
         self.log.info('direct')
-        self.assertEqual([('INFO', 'nova_pinning_hooks.nova.agent',
+        self.assertEqual([('INFO', 'nova_pinning_hooks.nova.activation',
                            'direct')], capture.lines)
 
     def test_the_watcher_gives_up_and_writes_them_anyway(self):
@@ -143,7 +143,7 @@ class EarlyLogTestCase(testtools.TestCase):
         deadline = time.monotonic() + 5
         while earlylog.holding() and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertEqual([('ERROR', 'nova_pinning_hooks.nova.agent',
+        self.assertEqual([('ERROR', 'nova_pinning_hooks.nova.activation',
                            'nova-pinning-hooks: not activated')],
                          capture.lines)
 
@@ -160,9 +160,10 @@ class EarlyLogTestCase(testtools.TestCase):
             logging.getLogger('nova_pinning_hooks.nova.hookpoints').info(
                 'nova-pinning-hooks: hook bind_numa_affinity runs after '
                 'ComputeManager.init_host')
-        with mock.patch.object(agent, 'in_nova_compute',
+        with mock.patch.object(activation, 'in_nova_compute',
                                return_value=True), \
-                mock.patch.object(agent, 'activate', side_effect=activate):
+                mock.patch.object(activation, 'activate',
+                                  side_effect=activate):
             notifier.ActivationDriver(None, topics=['n'], transport=None)
         self.assertTrue(earlylog.holding())
         capture = self.set_up_logging()

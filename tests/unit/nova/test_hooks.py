@@ -117,7 +117,7 @@ class TestHookPoints(testtools.TestCase):
         self.addCleanup(hooks.reset)
         self.requests = []
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.nova.agent.request_pass',
+            'nova_pinning_hooks.nova.activation.request_pass',
             lambda reason, host=None: self.requests.append(reason)))
 
     def test_install_wraps_and_keeps_signature(self):
@@ -201,7 +201,7 @@ class TestHookPoints(testtools.TestCase):
 
     def test_hook_never_raises_into_nova(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.nova.agent.request_pass',
+            'nova_pinning_hooks.nova.activation.request_pass',
             mock.Mock(side_effect=RuntimeError('queue broke'))))
         hookpoints.install(self.cls, ['stop_instance'], 'bind_numa_affinity')
         self.assertEqual('stopped', self.cls().stop_instance('c', 'i'))
@@ -228,7 +228,7 @@ class TestBursts(testtools.TestCase):
         fake.coalescer = coalescer.Coalescer(run, delay=0.05)
         self.addCleanup(fake.coalescer.stop)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.nova.agent._AGENT', fake))
+            'nova_pinning_hooks.nova.activation._RUNTIME', fake))
         cls = type('Manager', (FakeManager,), dict(vars(FakeManager)))
         hooks.reset()
         self.addCleanup(hooks.reset)

@@ -3,7 +3,7 @@ migration XML filter, on stand-ins for nova's driver and module."""
 
 import types
 
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import migration
@@ -41,7 +41,7 @@ class TestRatioFromTheProviderTree(AgentTestCase):
         super().setUp()
         self.driver_cls = type('Driver', (FakeDriver,), {})
         self.conf = nova_like_conf(self)
-        self.agent = agent.activate(self.conf, manager_cls=self.cls,
+        self.agent = activation.activate(self.conf, manager_cls=self.cls,
                                     driver_cls=self.driver_cls)
         self.path = self.conf.nova_pinning.overcommit_file
         self.assertTrue(self.agent.coalescer.request('settle', wait=True,
@@ -95,7 +95,7 @@ class TestRatioFromTheProviderTree(AgentTestCase):
                                      allocations=None):
                 return 'nova result'
         hookpoints.install(Broken, ['update_provider_tree'],
-                           agent.RATIO_HOOK)
+                           activation.RATIO_HOOK)
         self.assertEqual('nova result', Broken().update_provider_tree(
             None, 'node1'))
 
@@ -104,7 +104,7 @@ class TestRatioFromTheProviderTree(AgentTestCase):
         tree.inventory = {'VCPU': {'allocation_ratio': 3.0}}
         hook.AllocationRatioHook().post(None, object(), provider_tree=tree,
                                         nodename='n')
-        self.assertEqual(3.0, self.agent._pending_ratio)
+        self.assertEqual(3.0, self.agent.ratio_file._pending_ratio)
 
 
 class TestMigrationFilter(AgentTestCase):

@@ -14,7 +14,8 @@ import fixtures
 import testtools
 
 from nova_pinning_hooks.cmd import pinning
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
+from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import endpoint as endpoint_mod
 from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import metrics
@@ -208,7 +209,7 @@ class TestAgentEndpoint(testtools.TestCase):
         return body.decode()
 
     def test_binding_service_serves_passes_and_guests(self):
-        from nova_pinning_hooks.agent import service
+        from nova_pinning_hooks.runtime import service
         conf = nova_like_conf(self, allocation_ratio=4.0)
         svc = service.BindingService(conf, events=False)
         self.addCleanup(svc.stop)
@@ -246,11 +247,11 @@ class TestAgentEndpoint(testtools.TestCase):
                           % endpoint.address, timeout=2)
 
     def test_nova_compute_pass_thread_serves_on_metrics_listen(self):
-        self.addCleanup(agent.deactivate)
+        self.addCleanup(activation.deactivate)
         port = free_port()
         conf = nova_like_conf(self, metrics_listen='127.0.0.1:%d' % port,
                               allocation_ratio=4.0)
-        a = agent.Agent(conf, out_of_process=False)
+        a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
         a.start()
         self.assertTrue(a.coalescer.request('t', wait=True, timeout=30))
@@ -261,14 +262,14 @@ class TestAgentEndpoint(testtools.TestCase):
                                   mode='dedicated', node='0'))
 
     def test_nova_compute_port_taken_is_an_error_in_the_log(self):
-        self.addCleanup(agent.deactivate)
+        self.addCleanup(activation.deactivate)
         logs = self.useFixture(fixtures.FakeLogger())
         with socket.socket() as s:
             s.bind(('127.0.0.1', 0))
             s.listen()
             conf = nova_like_conf(self, metrics_listen='127.0.0.1:%d'
                                   % s.getsockname()[1], allocation_ratio=4.0)
-            a = agent.Agent(conf, out_of_process=False)
+            a = runtime.Runtime(conf, out_of_process=False)
             self.addCleanup(a.stop)
             a.start()  # no exception into nova-compute
             self.assertTrue(a.coalescer.request('t', wait=True, timeout=30))
@@ -311,7 +312,7 @@ class TestServedFromTheStart(testtools.TestCase):
         self.assertEqual(0.0, times['written'])  # missing
         boot = times['boot']
         self.assertLess(boot, time.time())
-        a = agent.Agent(conf, out_of_process=False)
+        a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
         self.assertTrue(a.write_overcommit(2.0))
         written = metrics.overcommit_times(conf)['written']

@@ -9,7 +9,8 @@ import fixtures
 from prometheus_client import parser
 import testtools
 
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import activation
+from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import endpoint
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
@@ -199,7 +200,7 @@ class TestTextfileInNovaCompute(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.addCleanup(agent.deactivate)
+        self.addCleanup(activation.deactivate)
         self.fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('small-1node'))).host
         self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
@@ -207,7 +208,7 @@ class TestTextfileInNovaCompute(testtools.TestCase):
         self.path = os.path.join(self.dir, 'nova_pinning.prom')
 
     def run_passes(self, conf, n):
-        a = agent.Agent(conf, out_of_process=False)
+        a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
         a.write_overcommit()
         for i in range(n):
@@ -255,7 +256,7 @@ class TestTextfileInTheAgent(testtools.TestCase):
     nova-compute's worker process under eventlet, writes it too."""
 
     def test_written_after_each_pass_with_counts_of_the_process(self):
-        from nova_pinning_hooks.agent import service
+        from nova_pinning_hooks.runtime import service
         fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('small-1node'))).host
         fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))

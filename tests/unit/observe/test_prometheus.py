@@ -14,7 +14,7 @@ import yaml
 
 from prometheus_client import parser
 
-from nova_pinning_hooks.nova import agent
+from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import reconciler
@@ -112,7 +112,7 @@ class TestDashboardSeries(testtools.TestCase):
             FakeLibvirtFixture(hosts.load('small-1node'))).host
         fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
         conf = nova_like_conf(self)
-        a = agent.Agent(conf, out_of_process=False)
+        a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
         self.assertTrue(a.write_overcommit(2.0))
         rec = reconciler.Reconciler(conf)

@@ -11,7 +11,7 @@ import time
 import fixtures
 from testtools.content import text_content
 
-from nova_pinning_hooks.agent import service
+from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.passes import reconciler

@@ -1,4 +1,4 @@
-"""The long-lived binding agent: model, events, coalescer, resync.
+"""The long-lived binding service: model, events, coalescer, timer, polls.
 
 ``BindingService`` keeps one libvirt connection and one
 ``model.HostModel`` for as long as it runs. libvirt's domain events (and
@@ -6,12 +6,18 @@ the connection's close) mark the model and request a pass through a
 ``coalescer.Coalescer``, so a change nobody told us about (a guest
 started with virsh, a pin changed by hand, libvirtd restarted) is
 corrected within about ``coalesce_delay`` plus one pass, not at the next
-periodic pass. Each pass reads only what the model cannot vouch for
+timed pass. Each pass reads only what the model cannot vouch for
 (``reconciler``); every ``resync_interval`` seconds one reads everything.
 
-It runs as ``nova-pinning agent`` (the foreground command, a systemd
-unit under ``etc/systemd/``, and the worker process nova-compute starts
-when eventlet rules it: ``nova.agent``), one implementation for all.
+One composition serves every mode: ``nova-pinning agent`` (the
+foreground command, a systemd unit under ``etc/systemd/``, and the worker
+process nova-compute starts when eventlet rules it), and nova-compute's
+own pass thread in native-thread mode (``nova.runtime``). What differs
+is handed in: when the events are registered (at ``start``, or on the
+pass thread once ``want_events`` said nova's event loop runs), what runs
+before each pass (nova's overcommit file), and the timer (``resync``
+every ``resync_interval``, or nova's ``periodic`` every
+``periodic_interval``).
 
 Invariants:
 
@@ -20,6 +26,8 @@ Invariants:
   loop (``virt.Host``);
 * passes never overlap (one coalescer thread, and the host-wide pass
   lock against every other process);
+* ``request`` never blocks and never calls libvirt (safe on nova's
+  threads and on libvirt's event thread);
 * ``stop`` ends it cleanly: no new pass starts, a running one ends
   within its own time bound, the connection is closed;
 * with ``requests`` (a text stream, the nova worker's stdin) each
@@ -27,14 +35,17 @@ Invariants:
   characters at a time at most, and its end (nova-compute gone) stops
   the service;
 * libvirt raises no event for a vCPU hot-plugged with ``setvcpus
-  --live``: every ``vcpu_poll_interval`` seconds (1) a poll is queued
-  like a request; on the pass thread, a listing and one call a running
-  guest (``virt.Host.vcpu_counts``: libvirt's live definition, never
-  qemu's monitor) read every vCPU count, a guest whose count changed is
-  marked in the model, and a pass runs only if one did or another
-  request is pending (an unchanged host costs those calls and nothing
-  else); polls and their calls are counted with the passes'
+  --live``: in every mode, every ``vcpu_poll_interval`` seconds (1) a
+  poll is queued like a request; on the pass thread, a listing and one
+  call a running guest (``virt.Host.vcpu_counts``: libvirt's live
+  definition, never qemu's monitor) read every vCPU count, a guest whose
+  count changed is marked in the model, and a pass runs only if one did
+  or another request is pending (an unchanged host costs those calls
+  and nothing else); polls and their calls are counted with the passes'
   (``nova_pinning_vcpu_polls_total``, ``nova_pinning_libvirt_calls_total``);
+* ``before_pass`` (when given) runs on the pass thread before each pass
+  that would run; a result it returns is the pass's result and no pass
+  runs (nova's runtime: the overcommit file could not be written);
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``passmetrics.PassMetrics``); a failure there is a logged warning. With
@@ -44,7 +55,9 @@ Invariants:
   closes it.
 """
 
+import collections
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -55,23 +68,39 @@ from nova_pinning_hooks.passes import reconciler
 
 LOG = logging.getLogger(__name__)
 REQUEST_LINE_LIMIT = 200  # characters of one request line
+RECENT_REQUESTS = 1000  # (time, host, reason) kept for diagnostics
 
 
 class BindingService:
+    """``events``: follow libvirt's domain events; ``event_loop``: run
+    libvirt's process-wide event loop ourselves (False where nova's driver
+    runs it); ``defer_events``: register them on the pass thread once
+    ``want_events`` is called (nova's loop runs only after its
+    ``init_host``); ``interval``/``timer_reason``: the timed request
+    (default: ``resync_interval``, "resync")."""
 
-    def __init__(self, conf, connect=None, events=True, event_loop=True):
+    def __init__(self, conf, connect=None, events=True, event_loop=True,
+                 defer_events=False, before_pass=None, interval=None,
+                 timer_reason='resync', start_reason='agent start',
+                 name='nova-pinning-agent-pass'):
         group = conf.nova_pinning
         self.conf = conf
         self.model = model_mod.HostModel()
         self.reconciler = reconciler.Reconciler(conf, connect=connect,
                                                 model=self.model)
         self.coalescer = coalescer_mod.Coalescer(
-            self._run_pass, delay=group.coalesce_delay,
-            name='nova-pinning-agent-pass')
+            self._run_pass, delay=group.coalesce_delay, name=name)
         self.events = events
         self.event_loop = event_loop
-        self.interval = group.resync_interval
+        self.defer_events = defer_events
+        self.before_pass = before_pass
+        self.interval = (group.resync_interval if interval is None
+                         else interval)
+        self.timer_reason = timer_reason
+        self.start_reason = start_reason
         self.poll_interval = group.vcpu_poll_interval
+        self.events_wanted = False
+        self.watching = False
         self._vcpu_counts = None  # {uuid: count} of the last poll
         self._poll_due = False
         self._other_requests = 0
@@ -79,12 +108,15 @@ class BindingService:
         self.stopped = threading.Event()
         self.last_result = None
         self.pass_metrics = passmetrics.PassMetrics(conf, LOG)
+        # (monotonic time, host, reason) of recent requests: diagnostics.
+        self.requests = collections.deque(maxlen=RECENT_REQUESTS)
 
     def start(self):
-        """Register for events (opening the connection), then queue the
-        first pass. A libvirtd that is down now is retried by the passes
-        (each opens the connection if needed) and by the resync."""
-        if self.events:
+        """Serve in the background: events (now, unless deferred), the
+        first pass, the vCPU poll and the timer; returns at once. A
+        libvirtd that is down now is retried by the passes (each opens
+        the connection if needed) and by the timer."""
+        if self.events and not self.defer_events:
             host = self.reconciler.host()
             try:
                 if self.event_loop:
@@ -95,18 +127,46 @@ class BindingService:
                 LOG.error('libvirt events not registered (%s: %s); passes '
                           'run on requests and every %s s only',
                           type(exc).__name__, exc, self.interval)
-        self.request('agent start')
+        self.request(self.start_reason)
+        for interval, loop, name in (
+                (self.poll_interval, self._poll, 'vcpu-poll'),
+                (self.interval, self._timer, 'timer')):
+            if interval:
+                threading.Thread(target=loop, daemon=True,
+                                 name='nova-pinning-%s' % name).start()
 
-    def request(self, reason):
+    def want_events(self):
+        """nova's event loop runs now: the next pass registers ours."""
+        if self.events and self.defer_events:
+            self.events_wanted = True
+
+    def request(self, reason, host=None):
         """Queue a pass; returns at once (safe on libvirt's thread)."""
+        self.requests.append((time.monotonic(), host, reason))
         with self._requests_lock:
             self._other_requests += 1
         return self.coalescer.request(reason)
 
-    def _poll(self, stop):
-        while not stop.wait(self.poll_interval):
+    def _timer(self):
+        while not self.stopped.wait(self.interval):
+            self.request(self.timer_reason)
+
+    def _poll(self):
+        while not self.stopped.wait(self.poll_interval):
             self._poll_due = True
             self.coalescer.request('vCPU count poll')
+
+    def _watch(self):
+        """On the pass thread: our events on a fresh connection, now that
+        nova's driver registered and runs libvirt's event loop."""
+        self.watching = True  # once, whatever happens
+        try:
+            self.reconciler.host().watch(self.model, self.request)
+            LOG.info('nova-pinning-hooks: following libvirt domain events')
+        except Exception as exc:
+            LOG.warning('nova-pinning-hooks: libvirt events not followed '
+                        '(%s: %s); requests and timed passes only',
+                        type(exc).__name__, exc)
 
     def _vcpus_changed(self):
         """On the pass thread: mark guests whose vCPU count changed."""
@@ -139,25 +199,30 @@ class BindingService:
             self._poll_due = False
             if not self._vcpus_changed() and not others:
                 return  # a poll that found nothing: no pass
+        if self.before_pass is not None:
+            refused = self.before_pass()
+            if refused is not None:
+                self.last_result = refused
+                return
+        if self.events_wanted and not self.watching:
+            self._watch()
         result = self.reconciler.run_pass()
         self.last_result = result
         self.pass_metrics.after_pass(self.reconciler, result)
 
     def run(self, stop=None, requests=None):
         """Start, then serve until ``stop`` is set (or ``requests``
-        ends); a resync request every ``resync_interval`` seconds."""
+        ends)."""
         stop = stop or self.stopped
         if requests is not None:
             threading.Thread(target=self._read_requests,
                              args=(requests, stop), daemon=True,
                              name='nova-pinning-agent-requests').start()
         self.start()
-        if self.poll_interval:
-            threading.Thread(target=self._poll, args=(stop,), daemon=True,
-                             name='nova-pinning-agent-vcpu-poll').start()
         try:
-            while not stop.wait(self.interval or None):
-                self.request('resync')
+            # Bounded waits: the main thread stays able to take signals.
+            while not stop.wait(1.0):
+                pass
         finally:
             self.stop()
 

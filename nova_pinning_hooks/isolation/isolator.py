@@ -1,4 +1,4 @@
-"""The isolation agent: confine host processes to the reserved CPUs and
+"""The isolator: confine host processes to the reserved CPUs and
 keep them there.
 
 ``Isolator(conf)`` validates the configuration (``config.load``) before
@@ -36,7 +36,7 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
-from nova_pinning_hooks.isolation import cgroupv1
+from nova_pinning_hooks.isolation import backends
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import pidwatch
@@ -44,7 +44,6 @@ from nova_pinning_hooks.isolation import pins
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import restore
 from nova_pinning_hooks.isolation import state
-from nova_pinning_hooks.isolation import systemd
 
 LOG = logging.getLogger(__name__)
 WAIT = 0.5  # seconds the watch loop waits for pid-file events at a time
@@ -65,12 +64,6 @@ class _NoWatcher:
 
     def close(self):
         pass
-
-
-def backend_for(settings):
-    if settings.mode == 'systemd':
-        return systemd.Systemd.from_settings(settings)
-    return cgroupv1.CgroupV1.from_settings(settings)
 
 
 def _fill(old, fresh):
@@ -108,7 +101,7 @@ class Isolator:
     def __init__(self, conf, paths=config.HOST):
         self.conf, self.paths = conf, paths
         self.settings = config.load(conf, paths)
-        self.backend = backend_for(self.settings)
+        self.backend = backends.backend_for(self.settings)
         self.proc = paths.proc
         self.state = None
         self.lock = state.Lock(self.settings.state_file)

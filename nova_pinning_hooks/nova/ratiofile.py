@@ -1,0 +1,131 @@
+"""The overcommit file inside nova-compute: nova's ratio, written once.
+
+``RatioFile`` writes ``[nova_pinning] overcommit_file`` from nova's
+configuration at activation, and again whenever nova reports another
+VCPU allocation ratio for its node (``update_provider_tree``: placement's,
+unless ``cpu_allocation_ratio`` overrides it), with its source
+(``placement``, or the option that set it). Every pass reads this file
+(``passes.overcommit``); so do the agents and commands on the host.
+
+Invariants:
+
+* ``note`` runs on nova's thread: it only remembers the ratio and says
+  whether a pass should be requested; the file is written on the pass
+  thread (``before_pass``), never on nova's;
+* one node sets the ratio (a libvirt nova-compute has one; the first to
+  report is it; several only in tests running many computes in one
+  process);
+* only this writer writes the file: what a crash left of an earlier
+  write is garbage and removed first;
+* when the file cannot be written, what is on disk is used only if it
+  holds the same ratio and CPU sets; else it is set aside as stale and
+  ``before_pass`` refuses every pass (one error line, not one a pass)
+  until a write succeeds, so no pass binds with another process's CPU
+  sets or ratio.
+"""
+
+import os
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.passes import reconciler
+
+LOG = logging.getLogger(__name__)
+
+
+class RatioFile:
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.ratio = None  # the ratio last written to the overcommit file
+        self._pending_ratio = None
+        # The ratio nova last reported (None: none yet) and the one the
+        # file holds as such: the first report rewrites the file, even
+        # with the ratio it already has, so that it says "placement".
+        self.reported_ratio = None
+        self.written_ratio = None
+        # The file holds this process's configuration; until it does no
+        # pass runs (``error`` says why).
+        self.ok = False
+        self.error = None
+        self.node = None
+
+    def note(self, ratio, node=None):
+        """nova reported ``ratio`` for ``node`` (on nova's thread): True
+        when a pass should be requested to write it."""
+        if self.node is None:
+            self.node = node
+        elif node != self.node:
+            LOG.debug('nova-pinning-hooks: ratio of node %s ignored (this '
+                      'agent follows node %s)', node, self.node)
+            return False
+        if ratio == self.written_ratio or ratio == self._pending_ratio:
+            return False
+        self._pending_ratio = ratio
+        return True
+
+    def before_pass(self):
+        """On the pass thread: write what nova reported; a failed
+        ``reconciler.PassResult`` when no pass may run, else None."""
+        ratio, self._pending_ratio = self._pending_ratio, None
+        if ratio is not None:
+            self.reported_ratio = ratio
+        if not self.ok or self.reported_ratio != self.written_ratio:
+            self.write(self.reported_ratio)
+        if not self.ok:
+            # The file on disk is not this configuration (or is gone): a
+            # pass would bind with another process's CPU sets or ratio.
+            return reconciler.PassResult(error=self.error,
+                                         error_kind='failed')
+        return None
+
+    def write(self, ratio=None):
+        """Write the file from nova's configuration (and the ratio nova
+        reported, if any); True once written or found right."""
+        path = self.conf.nova_pinning.overcommit_file
+        content = None
+        try:
+            content = overcommit.from_nova_conf(self.conf, ratio)
+            # Only this writer writes the file: what a crash left of an
+            # earlier write is garbage.
+            safefs.remove_stale_temporaries(path)
+            overcommit.write(path, content)
+        except Exception as exc:
+            self._not_written(path, content, exc, ratio)
+            return False
+        self.ratio = content['allocation_ratio']
+        self.written_ratio = ratio
+        self.ok, self.error = True, None
+        LOG.info('nova-pinning-hooks: wrote %s: allocation ratio %s (%s)',
+                 path, content['allocation_ratio'], content['ratio_source'])
+        return True
+
+    def _not_written(self, path, content, exc, ratio):
+        if content is not None and overcommit.matches(path, content):
+            # Same ratio and CPU sets as this process computed: right.
+            self.ratio, self.written_ratio = content['allocation_ratio'], ratio
+            self.ok, self.error = True, None
+            LOG.warning('nova-pinning-hooks: cannot rewrite the overcommit '
+                        'file %s: %s; it holds this configuration (ratio '
+                        '%s, the same CPU sets) and is used', path, exc,
+                        content['allocation_ratio'])
+            return
+        try:
+            stale = overcommit.stale_path(path)
+            what = ('the old one, which does not hold this configuration, '
+                    'is set aside as %s' % stale
+                    if overcommit.set_aside(path) or os.path.lexists(stale)
+                    else 'there is no old one')
+        except OSError as aside:
+            what = ('the old one could not be set aside (%s); passes '
+                    'elsewhere may read it' % (aside.strerror or aside))
+        message = ('cannot write the overcommit file %s: %s; %s; no pass '
+                   'runs until it is written (tried again before each '
+                   'pass)' % (path, getattr(exc, 'strerror', None) or exc,
+                              what))
+        self.ok = False
+        if message != self.error:  # once, not every pass
+            LOG.error('nova-pinning-hooks: %s', message)
+        self.error = message

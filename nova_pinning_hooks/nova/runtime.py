@@ -1,0 +1,227 @@
+"""The passes inside nova-compute: on a thread of its own, or a worker.
+
+``Runtime`` runs the passes nova-compute's hooks ask for, in one of two
+ways chosen once, at activation:
+
+* native threads (nova 32 and later, nova 34's default): the same
+  ``runtime.service.BindingService`` that ``nova-pinning agent`` runs,
+  on a daemon thread of this process: its model, coalescer, vCPU count
+  polls and metrics; nova's overcommit file written before each pass
+  (``ratiofile.RatioFile``); the timer is nova's ``periodic_interval``.
+  libvirt's event loop is process-wide and nova's driver registers and
+  runs it (in ``init_host``); once ``init_host`` has returned, the pass
+  thread reopens its connection with our domain events on it, and
+  nova's event thread delivers them: each callback marks the model and
+  queues a request, nothing more, so nova's loop is never held. Before
+  that, and if nova's loop is absent, the hooks, the polls and the
+  periodic pass drive the passes.
+* eventlet (older nova, or ``concurrency_backend = eventlet``): a libvirt
+  call would freeze every green thread, so passes run in one long-lived
+  worker process, ``nova-pinning agent --requests-on-stdin`` with nova's
+  own configuration files (the same ``BindingService`` there: its own
+  connection, model, events and polls); each request is one line
+  written to its standard input without blocking, and a worker that
+  died is started again at the next request.
+
+Invariants:
+
+* nothing here blocks a caller: requests go to a ``Coalescer`` whose
+  thread runs the passes (or writes the worker's line);
+* eventlet is never imported here: its state is read from ``sys.modules``
+  only when nova already loaded it;
+* every failure is logged; none reaches nova.
+"""
+
+import collections
+import errno
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from oslo_log import log as logging
+
+from nova_pinning_hooks.nova import ratiofile
+from nova_pinning_hooks.passes import coalescer as coalescer_mod
+from nova_pinning_hooks.runtime import service as service_mod
+
+LOG = logging.getLogger(__name__)
+
+
+def eventlet_patched():
+    """True when eventlet has monkey-patched threads in this process."""
+    patcher = sys.modules.get('eventlet.patcher')
+    try:
+        return bool(patcher and patcher.is_monkey_patched('thread'))
+    except Exception:
+        return False
+
+
+class Runtime:
+
+    def __init__(self, conf, out_of_process=None):
+        self.conf = conf
+        group = conf.nova_pinning
+        self.out_of_process = (eventlet_patched() if out_of_process is None
+                               else out_of_process)
+        self.ratio_file = ratiofile.RatioFile(conf)
+        self.service = None
+        self.worker = None  # the agent process, when out of process
+        self.worker_starts = 0
+        self._last_result = None
+        if self.out_of_process:
+            self.coalescer = coalescer_mod.Coalescer(
+                self._run_in_worker, delay=group.coalesce_delay)
+            self.requests = collections.deque(
+                maxlen=service_mod.RECENT_REQUESTS)
+            self._stop = threading.Event()
+        else:
+            self.service = service_mod.BindingService(
+                conf, event_loop=False, defer_events=True,
+                before_pass=self.ratio_file.before_pass,
+                interval=group.periodic_interval, timer_reason='periodic',
+                start_reason='service start', name='nova-pinning-pass')
+            self.coalescer = self.service.coalescer
+            self.requests = self.service.requests
+
+    # What tests and diagnostics read, in either mode.
+    @property
+    def last_result(self):
+        return (self._last_result if self.service is None
+                else self.service.last_result)
+
+    @property
+    def watching(self):
+        return self.service is not None and self.service.watching
+
+    @property
+    def pass_metrics(self):
+        return None if self.service is None else self.service.pass_metrics
+
+    @property
+    def ratio(self):
+        return self.ratio_file.ratio
+
+    def request(self, reason, host=None):
+        """Queue a pass (never blocks: see ``Coalescer.request``)."""
+        if self.service is not None:
+            if reason == 'init_host':
+                self.service.want_events()  # nova's event loop runs now
+            return self.service.request(reason, host)
+        self.requests.append((time.monotonic(), host, reason))
+        return self.coalescer.request(reason)
+
+    def note_allocation_ratio(self, ratio, node=None):
+        """nova reported this VCPU allocation ratio for ``node`` (on
+        nova's thread: only remembered; the pass thread writes it)."""
+        if not self.ratio_file.note(ratio, node):
+            return False
+        return self.request('allocation ratio now %s' % ratio)
+
+    def write_overcommit(self, ratio=None):
+        return self.ratio_file.write(ratio)
+
+    def start(self):
+        self.ratio_file.write()
+        if self.service is not None:
+            self.start_endpoint()
+            self.service.start()
+            return
+        # Out of process: the worker serves the metrics and polls.
+        self.coalescer.request('service start')
+        interval = self.conf.nova_pinning.periodic_interval
+        if interval:
+            threading.Thread(target=self._periodic, args=(interval,),
+                             name='nova-pinning-periodic',
+                             daemon=True).start()
+
+    def start_endpoint(self):
+        """With ``[nova_pinning] metrics_listen`` set, serve the metrics
+        with this thread's pass counters; a failure (bad value, port
+        taken) is a logged error, nova-compute runs on."""
+        try:
+            listen = self.conf.nova_pinning.metrics_listen
+            if not listen:
+                return False
+            from nova_pinning_hooks.observe import httpserve
+            self.service.pass_metrics.start_endpoint(
+                httpserve.parse_listen(listen))
+        except Exception as exc:
+            LOG.error('nova-pinning-hooks: metrics not served: %s: %s',
+                      type(exc).__name__, exc)
+            return False
+        return True
+
+    def _periodic(self, interval):
+        while not self._stop.wait(interval):
+            self.coalescer.request('periodic')
+
+    def _run_in_worker(self):
+        refused = self.ratio_file.before_pass()
+        if refused is not None:
+            self._last_result = refused
+            return
+        self._last_result = self._pass_in_child()
+
+    def child_argv(self):
+        argv = [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning']
+        for path in self.conf.config_file or ():
+            argv += ['--config-file', path]
+        for path in getattr(self.conf, 'config_dir', None) or ():
+            argv += ['--config-dir', path]
+        # nova's connection (activation.follow_nova_connection) is in no
+        # file the worker reads.
+        return argv + ['agent', '--connection',
+                       self.conf.nova_pinning.connection_uri,
+                       '--requests-on-stdin']
+
+    def _pass_in_child(self):
+        """Hand the request to the worker process (started, or started
+        again, here); True once written."""
+        worker = self.worker
+        if worker is None or worker.poll() is not None:
+            if worker is not None:
+                LOG.error('nova-pinning-hooks: pass worker exited %s; '
+                          'starting it again', worker.returncode)
+                worker.stdin.close()  # the dead one's pipe
+            try:
+                # Its stdout and stderr are nova-compute's: where nova's
+                # logging configuration sends nova's own lines, it sends
+                # its own (it prints nothing else).
+                worker = self.worker = subprocess.Popen(
+                    self.child_argv(), stdin=subprocess.PIPE,
+                    close_fds=True)
+            except OSError as exc:
+                LOG.error('nova-pinning-hooks: pass worker not started: '
+                          '%s', exc)
+                self.worker = None
+                return False
+            self.worker_starts += 1
+            fd = worker.stdin.fileno()
+            fcntl.fcntl(fd, fcntl.F_SETFL,
+                        fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        try:
+            os.write(worker.stdin.fileno(), b'pass\n')
+        except OSError as exc:
+            if exc.errno == errno.EAGAIN:
+                return True  # the pipe is full: passes are pending
+            LOG.error('nova-pinning-hooks: pass worker unreachable: %s',
+                      exc)
+            return False
+        return True
+
+    def stop(self):
+        if self.service is not None:
+            self.service.stop()
+            return
+        self._stop.set()
+        self.coalescer.stop()
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.stdin.close()  # its end of input: it stops
+            try:
+                worker.wait(15)
+            except subprocess.TimeoutExpired:
+                worker.kill()

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 import libvirt  # noqa: E402
 
 from nova_pinning_hooks.host import virt  # noqa: E402
+from tests.fixtures import host_options  # noqa: E402
 
 URI = 'qemu:///system'
 PREFIX = 'nph-bench-poll-'
@@ -118,7 +119,7 @@ def main():
         fcntl.flock(lock, fcntl.LOCK_EX)
         conn = libvirt.open(URI)
         daemon = libvirtd_pid()
-        host = virt.Host(URI)
+        host = virt.Host(URI, host_options())
         rows = []
         try:
             for count in counts:

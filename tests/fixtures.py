@@ -4,7 +4,7 @@ Example::
 
     fake = self.useFixture(FakeLibvirtFixture(hosts.load('small-1node')))
     fake.host.add_domain('g1', vcpus=2, memory_by_node_kib={'0': 65536})
-    host = virt.connect('qemu:///system')
+    host = virt.connect('qemu:///system', host_options())
     snap = host.read_snapshot()
 
 ``FakeLibvirtFixture`` swaps ``nova_pinning_hooks.host.libvirtapi.libvirt``
@@ -15,9 +15,22 @@ serves each domain's memory placement from the fake instead of /proc.
 import threading
 
 import fixtures
+from oslo_config import cfg
 
 from tests import fakelibvirt
 
+
+
+def host_options(**overrides):
+    """``virt.HostOptions`` with conf.py's defaults, and ``overrides``."""
+    from nova_pinning_hooks import conf as conf_mod
+    from nova_pinning_hooks.passes import settings
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([], default_config_files=[])
+    for name, value in overrides.items():
+        conf.set_override(name, value, group='nova_pinning')
+    return settings.host_options(conf)
 
 class FakeLibvirtFixture(fixtures.Fixture):
 

@@ -16,6 +16,7 @@ from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.observe import render
 from nova_pinning_hooks.observe import stealview
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 
 def _reconciler(conf):
@@ -31,7 +32,8 @@ def _guard(func):
     def wrapper(conf, **kwargs):
         try:
             return func(conf, **kwargs)
-        except (reconciler.SettingsError, snapshot_mod.SnapshotError) as exc:
+        except (settings_mod.SettingsError,
+                snapshot_mod.SnapshotError) as exc:
             raise common.UsageError(str(exc)) from None
         except Exception as exc:
             if type(exc).__name__ in ('libvirtError', 'LibvirtTimeout'):
@@ -90,15 +92,17 @@ def _unknown_facts(rec):
 def cmd_status(conf):
     rec = _reconciler(conf)
     try:
-        snap, p, changes, measured = plan_and_sample(rec,
-                                                     conf.command.interval)
+        snap, p, changes, measured = plan_and_sample(
+            rec, conf.command.interval)
+        # What the plan was made with: the file is read once.
+        settings = rec.settings
         unknown = _unknown_facts(rec)
     finally:
         rec.close()
     threshold = conf.nova_pinning.steal_warning_percent
     iso = _isolation_status(conf)
     drift = snap.drift()
-    source = reconciler.host_settings(conf).get('ratio_source')
+    source = settings.ratio_source
     fmt = cpuset.format
     if conf.command.format == 'json':
         data = plan_mod.to_json(p, changes, host=snap.host)
@@ -353,8 +357,8 @@ def cmd_agent(conf):
     # Settings are checked once up front, so a broken configuration is
     # exit 2 and not a stream of failing passes.
     try:
-        reconciler.host_settings(conf)
-    except reconciler.SettingsError as exc:
+        settings_mod.load(conf)
+    except settings_mod.SettingsError as exc:
         raise common.UsageError(str(exc)) from None
     listen = conf.command.listen
     if listen is None and conf.nova_pinning.metrics_listen:

@@ -43,7 +43,7 @@ from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.observe import render
-from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 LOG = logging.getLogger(__name__)
 PROG = 'nova-pinning'
@@ -111,7 +111,7 @@ def plan_snapshot(text, conf):
     """Snapshot text -> (snapshot, plan, changes); UsageError if bad."""
     try:
         snap = snapshot_mod.loads(
-            text, **reconciler.policy_overrides(conf))
+            text, **settings_mod.policy_overrides(conf))
         p = policy.make_plan(snap.host, snap.guests, snap.options)
     except (snapshot_mod.SnapshotError, policy.PolicyError) as exc:
         raise UsageError('bad snapshot: %s' % exc) from None

@@ -15,5 +15,6 @@ Rule: the only layer that touches libvirt, /proc and /sys (besides
   schedstat), ``qemuproof`` (that a pid is that guest's qemu here),
   ``memplace`` (a guest's memory per NUMA node);
 * files: ``safefs`` (writing as root safely), ``statefile`` (the JSON
-  state files).
+  state files), ``overcommitfile`` (the overcommit file's format: nova's
+  ratio and CPU sets, written by ``nova.ratiofile``).
 """

@@ -113,6 +113,17 @@ def qemu_pid(name, run_dir=RUN_DIR):
     return qemuproc.qemu_pid(name, run_dir)
 
 
+def is_host_error(exc):
+    """True when ``exc`` is libvirt's fault (``libvirtError``) or a call
+    that overran its bound (``LibvirtTimeout``): how the layers above
+    tell the host's faults from their own bugs, without naming libvirt.
+    """
+    if isinstance(exc, LibvirtTimeout):
+        return True
+    return not isinstance(libvirt, _Missing) and \
+        isinstance(exc, libvirt.libvirtError)
+
+
 def code(exc):
     """libvirt's error code of ``exc``; None for any other exception."""
     return exc.get_error_code() if isinstance(exc, libvirt.libvirtError) \

@@ -38,6 +38,7 @@ Invariants:
 """
 
 import collections
+import dataclasses
 import threading
 import time
 
@@ -88,9 +89,21 @@ def _run_event_loop():
             time.sleep(1)
 
 
-def connect(uri, conf=None):
+@dataclasses.dataclass(frozen=True)
+class HostOptions:
+    """What a connection needs of the configuration: the ``[nova_pinning]``
+    options of the same names (``passes.settings.host_options`` reads
+    them; the defaults are conf.py's alone)."""
+    busy_retries: int
+    busy_retry_delay: float
+    set_home_node: bool
+    libvirt_call_timeout: float
+    kernel_affinity: bool
+
+
+def connect(uri, options):
     """A ``Host`` for ``uri``; the connection opens on first use."""
-    return Host(uri, conf=conf)
+    return Host(uri, options)
 
 
 class Host:
@@ -99,15 +112,14 @@ class Host:
     ``writer`` (``virtwrite``), which reach libvirt through ``call``,
     ``connection`` and ``with_reconnect``."""
 
-    def __init__(self, uri, conf=None, memory_reader=None,
+    def __init__(self, uri, options, memory_reader=None,
                  run_dir=libvirtapi.RUN_DIR):
         self.uri = uri
-        group = getattr(conf, 'nova_pinning', None)
-        self.busy_retries = getattr(group, 'busy_retries', 3)
-        self.busy_retry_delay = getattr(group, 'busy_retry_delay', 0.5)
-        self.set_home_node = getattr(group, 'set_home_node', False)
-        self.call_timeout = getattr(group, 'libvirt_call_timeout', 30.0)
-        self.kernel_affinity = getattr(group, 'kernel_affinity', True)
+        self.busy_retries = options.busy_retries
+        self.busy_retry_delay = options.busy_retry_delay
+        self.set_home_node = options.set_home_node
+        self.call_timeout = options.libvirt_call_timeout
+        self.kernel_affinity = options.kernel_affinity
         self.run_dir = run_dir
         self.proof = qemuproof.Proof()  # pids from libvirt, proven here
         self._conn = None

@@ -15,9 +15,10 @@ One capability per module:
 * ``report``: ``status`` (``report.status(conf)`` is what
   ``nova-pinning status`` shows).
 
-Rule: a layer above ``passes`` (it reads the overcommit file's ratio):
-imports ``engine``, ``host`` and ``passes``; never ``observe``,
-``runtime``, ``nova``, ``cmd``. Beside ``host``, the one layer that
+Rule: a sibling of ``passes`` above ``host`` (it reads nova's CPU sets
+from the overcommit file, ``host.overcommitfile``): imports ``engine``
+and ``host``; never ``passes``, ``observe``, ``runtime``, ``nova``,
+``cmd``. Beside ``host``, the one layer that
 touches /proc and /sys: the host's own processes and their cgroups.
 """
 

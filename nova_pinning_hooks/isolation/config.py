@@ -24,6 +24,7 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import systemdbus
 
@@ -124,20 +125,29 @@ def _reserved_cpus(conf, paths):
     return cpus
 
 
-def _check_guest_overlap(conf, cpus):
-    from nova_pinning_hooks.passes import overcommit
+def _nova_sets(conf):
+    """nova's (cpu_shared_set, cpu_dedicated_set) from the overcommit
+    file; None where there is no nova (no file) or it cannot be read."""
     path = conf.nova_pinning.overcommit_file
     if not path or not (os.path.exists(path) or
-                        os.path.lexists(overcommit.stale_path(path))):
-        return  # no nova here; a stale one is said below
+                        os.path.lexists(overcommitfile.stale_path(path))):
+        return None  # no nova here; a stale one is said below
     try:
-        info = overcommit.read(path)
-    except overcommit.OvercommitError as exc:
+        info = overcommitfile.read(path)
+    except overcommitfile.OvercommitError as exc:
         LOG.warning('isolation: cannot check reserved_cpus against nova\'s '
                     'CPU sets: %s', exc)
+        return None
+    return info.shared_cpus, info.dedicated_cpus
+
+
+def _check_guest_overlap(conf, cpus, nova_sets=None):
+    if nova_sets is None:
+        nova_sets = _nova_sets(conf)
+    if nova_sets is None:
         return
-    for name, text in (('cpu_shared_set', info.shared_cpus),
-                       ('cpu_dedicated_set', info.dedicated_cpus)):
+    for name, text in zip(('cpu_shared_set', 'cpu_dedicated_set'),
+                          nova_sets):
         guest = cpuset.parse(text) if text else frozenset()
         if cpus & guest:
             raise ConfigError(
@@ -282,11 +292,14 @@ def resolve_mode(opts, paths=HOST, undo=False):
     return mode, None, None
 
 
-def load(conf, paths=HOST):
-    """Validated ``Settings``; ``ConfigError`` if anything is wrong."""
+def load(conf, paths=HOST, nova_sets=None):
+    """Validated ``Settings``; ``ConfigError`` if anything is wrong.
+    ``nova_sets``: nova's (cpu_shared_set, cpu_dedicated_set) when the
+    caller read the overcommit file already (a metrics scrape), else the
+    file is read here."""
     opts = conf.nova_pinning_isolation
     cpus = _reserved_cpus(conf, paths)
-    _check_guest_overlap(conf, cpus)
+    _check_guest_overlap(conf, cpus, nova_sets)
     mems = _memory_nodes(opts, paths)
     check_names(opts)
     mode, systemctl, bus = resolve_mode(opts, paths)

@@ -66,10 +66,10 @@ def _processes(settings):
             'not_confined': counts[classify.MOVABLE], 'kept': kept}
 
 
-def _status(conf, paths):
+def _status(conf, paths, nova_sets):
     result = _recorded(conf.nova_pinning_isolation.state_file, paths.proc)
     try:
-        settings = config.load(conf, paths)
+        settings = config.load(conf, paths, nova_sets)
     except config.ConfigError as exc:
         if result['state'] == 'not applied':
             result['state'] = 'not configured'
@@ -104,10 +104,11 @@ def _pins(conf, settings):
         return {'pins_error': str(exc)}
 
 
-def status(conf, paths=config.HOST):
-    """The isolation state (see the module doc); never raises."""
+def status(conf, paths=config.HOST, nova_sets=None):
+    """The isolation state (see the module doc); never raises.
+    ``nova_sets``: as ``config.load``'s."""
     try:
-        return _status(conf, paths)
+        return _status(conf, paths, nova_sets)
     except Exception as exc:  # a status line must not break the caller
         LOG.exception('isolation: status failed')
         return {'state': 'unknown', 'error': '%s: %s'

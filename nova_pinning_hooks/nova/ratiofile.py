@@ -4,8 +4,9 @@
 configuration at activation, and again whenever nova reports another
 VCPU allocation ratio for its node (``update_provider_tree``: placement's,
 unless ``cpu_allocation_ratio`` overrides it), with its source
-(``placement``, or the option that set it). Every pass reads this file
-(``passes.overcommit``); so do the agents and commands on the host.
+(``placement``, or the option that set it): nova's ratio rule
+(``effective_ratio``, ``from_nova_conf``). Every pass reads this file
+(``host.overcommitfile``, its format); so do the agents and commands.
 
 Invariants:
 
@@ -24,15 +25,52 @@ Invariants:
   sets or ratio.
 """
 
+import datetime
 import os
+import socket
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.host import safefs
-from nova_pinning_hooks.passes import overcommit
 from nova_pinning_hooks.passes import reconciler
 
 LOG = logging.getLogger(__name__)
+
+
+def effective_ratio(cpu_allocation_ratio, initial_cpu_allocation_ratio):
+    """nova's rule: cpu_allocation_ratio unless unset (None or 0.0), then
+    initial_cpu_allocation_ratio. Returns (ratio, name of its option)."""
+    if cpu_allocation_ratio:
+        return float(cpu_allocation_ratio), 'cpu_allocation_ratio'
+    return (float(initial_cpu_allocation_ratio or 0.0),
+            'initial_cpu_allocation_ratio')
+
+
+def from_nova_conf(conf, ratio=None):
+    """The file's content from nova's configuration object, and from the
+    VCPU allocation ratio of the node's inventory once nova reported one
+    (``ratio``): placement's, unless ``cpu_allocation_ratio`` overrides
+    it (nova's ``ComputeDriver._get_allocation_ratios``)."""
+    if ratio is None:
+        ratio, source = effective_ratio(conf.cpu_allocation_ratio,
+                                        conf.initial_cpu_allocation_ratio)
+    else:
+        ratio = float(ratio)
+        source = ('cpu_allocation_ratio' if conf.cpu_allocation_ratio
+                  else 'placement')
+    shared = conf.compute.cpu_shared_set
+    # Before Train, vcpu_pin_set named the CPUs guests may use.
+    if not shared and getattr(conf, 'vcpu_pin_set', None):
+        shared = conf.vcpu_pin_set
+    return {'version': overcommitfile.VERSION,
+            'host': getattr(conf, 'host', None) or socket.gethostname(),
+            'written_at': datetime.datetime.now(
+                datetime.timezone.utc).isoformat(timespec='seconds'),
+            'allocation_ratio': ratio,
+            'ratio_source': source,
+            'shared_cpus': shared or None,
+            'dedicated_cpus': conf.compute.cpu_dedicated_set or None}
 
 
 class RatioFile:
@@ -87,11 +125,11 @@ class RatioFile:
         path = self.conf.nova_pinning.overcommit_file
         content = None
         try:
-            content = overcommit.from_nova_conf(self.conf, ratio)
+            content = from_nova_conf(self.conf, ratio)
             # Only this writer writes the file: what a crash left of an
             # earlier write is garbage.
             safefs.remove_stale_temporaries(path)
-            overcommit.write(path, content)
+            overcommitfile.write(path, content)
         except Exception as exc:
             self._not_written(path, content, exc, ratio)
             return False
@@ -103,7 +141,7 @@ class RatioFile:
         return True
 
     def _not_written(self, path, content, exc, ratio):
-        if content is not None and overcommit.matches(path, content):
+        if content is not None and overcommitfile.matches(path, content):
             # Same ratio and CPU sets as this process computed: right.
             self.ratio, self.written_ratio = content['allocation_ratio'], ratio
             self.ok, self.error = True, None
@@ -113,10 +151,10 @@ class RatioFile:
                         content['allocation_ratio'])
             return
         try:
-            stale = overcommit.stale_path(path)
+            stale = overcommitfile.stale_path(path)
             what = ('the old one, which does not hold this configuration, '
                     'is set aside as %s' % stale
-                    if overcommit.set_aside(path) or os.path.lexists(stale)
+                    if overcommitfile.set_aside(path) or os.path.lexists(stale)
                     else 'there is no old one')
         except OSError as aside:
             what = ('the old one could not be set aside (%s); passes '

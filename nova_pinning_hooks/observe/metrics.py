@@ -46,6 +46,7 @@ Invariants:
 """
 
 import dataclasses
+import datetime
 import threading
 import time
 import typing
@@ -56,6 +57,7 @@ from prometheus_client import registry as prom_registry
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.passes import settings as settings_mod
 from nova_pinning_hooks.observe import version
 
 PREFIX = 'nova_pinning_'
@@ -115,18 +117,23 @@ def _kernel_work(iso):
         yield family
 
 
-def read_view(rec, conf, plan=None, isolation=True):
+def read_view(rec, conf, plan=None, isolation=True, settings=None):
     """A HostView of the live host through reconciler ``rec``: its plan
     (``plan``, e.g. the one a pass just applied, or read and planned now:
     no pass, no write), one sample of vCPU counters, the ratio's source,
-    the isolation state. Never raises: what failed is in ``errors``."""
-    from nova_pinning_hooks.passes import reconciler
+    the isolation state. Never raises: what failed is in ``errors``.
+
+    The ratio and CPU sets (``settings.HostSettings``, the overcommit
+    file's) are read once: a pass hands its own (``settings``), or they
+    are read here, and the same serve the plan, the isolation state and
+    the file's times."""
     view = HostView(plan=plan)
     try:
-        view.ratio_source = reconciler.host_settings(conf).get(
-            'ratio_source')
+        if settings is None:
+            settings = settings_mod.load(conf)
+        view.ratio_source = settings.ratio_source
         if view.plan is None:
-            _, view.plan, _ = rec.plan()
+            _, view.plan, _ = rec.plan(settings=settings)
     except Exception as exc:
         view.errors.append('plan: %s: %s' % (type(exc).__name__, exc))
     try:
@@ -134,28 +141,27 @@ def read_view(rec, conf, plan=None, isolation=True):
     except Exception as exc:
         view.errors.append('vcpu stats: %s: %s' % (type(exc).__name__, exc))
     if isolation:
-        view.isolation = report.status(conf)
-    view.overcommit = overcommit_times(conf)
+        view.isolation = report.status(
+            conf, nova_sets=None if settings is None
+            else settings.nova_sets())
+    view.overcommit = overcommit_times(conf, settings)
     return view
 
 
-def overcommit_times(conf):
-    """When the overcommit file was written (0: missing or unusable) and
-    when the host booted, as Unix times; None when ``[nova_pinning]
-    allocation_ratio`` stands in for the file. A file written before the
-    boot was not rewritten by nova-compute since: stale."""
+def overcommit_times(conf, settings):
+    """When the overcommit file was written (0: missing or unusable:
+    ``settings`` None) and when the host booted, as Unix times; None when
+    ``[nova_pinning] allocation_ratio`` stands in for the file. A file
+    written before the boot was not rewritten by nova-compute since:
+    stale."""
     if conf.nova_pinning.allocation_ratio is not None:
         return None
-    import datetime
-
-    from nova_pinning_hooks.passes import overcommit
     try:
-        info = overcommit.read(conf.nova_pinning.overcommit_file)
-        written = datetime.datetime.fromisoformat(info.written_at)
+        written = datetime.datetime.fromisoformat(settings.written_at)
         if written.tzinfo is None:
             written = written.replace(tzinfo=datetime.timezone.utc)
         written = written.timestamp()
-    except (overcommit.OvercommitError, ValueError):
+    except (AttributeError, TypeError, ValueError):  # None: unusable
         written = 0.0
     boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
     return {'written': written, 'boot': float(round(boot))}

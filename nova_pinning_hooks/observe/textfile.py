@@ -34,7 +34,8 @@ def after_pass(rec, conf, result, stats, log):
         path = conf.nova_pinning.metrics_textfile
         if not path:
             return False
-        view = metrics.read_view(rec, conf, plan=result.plan)
+        view = metrics.read_view(rec, conf, plan=result.plan,
+                                 settings=result.settings)
         write_textfile(path, metrics.exposition(view, stats))
         return True
     except Exception as exc:

@@ -1,10 +1,10 @@
 """Passes: read, plan, diff, apply, and who asks for them.
 
-Rule: imports ``engine`` and ``host``; never ``isolation``,
-``observe``, ``agent``, ``nova``, ``cmd``.
+Rule: imports ``engine`` and ``host``; never ``isolation`` (its
+sibling), ``observe``, ``runtime``, ``nova``, ``cmd``.
 
 * ``reconciler``: one pass; ``coalescer``: bursts of requests into few
   passes, on one thread; ``passlock``: one pass at a time on the host;
-  ``overcommit``: the overcommit file nova-compute writes and passes
-  read.
+  ``settings``: the ratio and CPU sets a pass reads (the option, or the
+  overcommit file nova-compute writes), once a pass.
 """

@@ -44,21 +44,21 @@ Who asks for a pass, and how bursts of asking become few passes, is the
 
 import dataclasses
 import time
+import typing
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.engine import replan
 from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.host import libvirtapi
+from nova_pinning_hooks.host import virt
+from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import passlock
+from nova_pinning_hooks.passes import settings as settings_mod
 
 LOG = logging.getLogger(__name__)
-
-
-class SettingsError(Exception):
-    """The ratio or CPU sets a pass needs are missing or invalid."""
 
 
 @dataclasses.dataclass
@@ -75,6 +75,7 @@ class PassResult:
     release: bool = False  # the pass put guests back on every CPU
     seconds: float = 0.0
     compared: int = 0  # guests whose live pins were compared with the plan
+    settings: object = None  # the settings.HostSettings the pass read
 
     @property
     def ok(self):
@@ -86,56 +87,13 @@ class PassResult:
         return self.error is None and not self.skipped
 
 
-def host_settings(conf):
-    """Ratio and CPU sets for the snapshot, from configuration.
-
-    ``[nova_pinning] allocation_ratio`` wins when set; otherwise the
-    overcommit file that the nova plugin writes at service start supplies
-    the ratio and nova's CPU sets. Raises SettingsError with one message.
-    """
-    group = conf.nova_pinning
-    settings = {'reserved_cpus': group.reserved_cpus or None,
-                'shared_cpus': None, 'dedicated_cpus': None}
-    if group.allocation_ratio is not None:
-        if group.allocation_ratio <= 0:
-            raise SettingsError('[nova_pinning] allocation_ratio must be '
-                                '> 0, not %s' % group.allocation_ratio)
-        settings['allocation_ratio'] = group.allocation_ratio
-        settings['ratio_source'] = '[nova_pinning] allocation_ratio'
-        return settings
-    from nova_pinning_hooks.passes import overcommit
-    try:
-        info = overcommit.read(group.overcommit_file)
-    except overcommit.OvercommitError as exc:
-        raise SettingsError(str(exc)) from None
-    settings.update(allocation_ratio=info.allocation_ratio,
-                    ratio_source=info.ratio_source or 'unknown',
-                    shared_cpus=info.shared_cpus,
-                    dedicated_cpus=info.dedicated_cpus)
-    return settings
-
-
-def policy_overrides(conf):
-    """Policy options that come from configuration, not the snapshot."""
-    group = conf.nova_pinning
-    return {'foreign_domains': group.foreign_domains,
-            'home_node_min_fraction': group.home_node_min_fraction,
-            'set_home_node': group.set_home_node,
-            'emulator_threads': group.emulator_threads}
-
-
-def calls_since(host, before):
-    """The libvirt calls ``host`` (a ``virt.Host``; anything without
-    ``calls`` counts none) made since its counts were ``before`` (a
-    copy of ``host.calls``), by kind: ``{'read': n, 'write': n}``."""
-    after = getattr(host, 'calls', {})
+def calls_since(host: typing.Optional[hostport.PassHost],
+                before: typing.Mapping[str, int]) -> typing.Dict[str, int]:
+    """The libvirt calls ``host`` (None: no connection, no calls) made
+    since its counts were ``before`` (a copy of ``host.calls``), by
+    kind: ``{'read': n, 'write': n}``."""
+    after = host.calls if host is not None else {}
     return {k: after.get(k, 0) - before.get(k, 0) for k in ('read', 'write')}
-
-
-def _cpuset_text(value):
-    if value is None or isinstance(value, str):
-        return value
-    return cpuset.format(frozenset(value))
 
 
 RESYNC_SLACK = 1.0  # seconds a resync pass may come early, at most
@@ -158,23 +116,22 @@ class Reconciler:
         self._loader = snapshot_mod.Loader()
         self._planner = replan.Planner()
         self.compared = 0  # guests the last plan compared with live pins
+        self.settings = None  # settings.HostSettings of the last read
 
-    def _adapter(self):
+    def _adapter(self) -> hostport.PassHost:
         if self._host is None:
-            connect = self._connect
-            if connect is None:
-                from nova_pinning_hooks.host import virt
-                connect = virt.connect
+            connect = self._connect or virt.connect
             self._host = connect(self._conf.nova_pinning.connection_uri,
-                                 conf=self._conf)
+                                 settings_mod.host_options(self._conf))
         return self._host
 
-    def host(self):
+    def host(self) -> hostport.PassHost:
         """The libvirt adapter (``virt.Host``) passes use."""
         return self._adapter()
 
-    def read(self):
-        """The live host as a snapshot dict (the ``snapshot`` command)."""
+    def read(self, settings=None):
+        """The live host as a snapshot dict (the ``snapshot`` command);
+        ``settings`` (a ``settings.HostSettings``) read now if not given."""
         if self.model is None:
             raw = self._adapter().read_snapshot()
         else:
@@ -191,10 +148,10 @@ class Reconciler:
                     self.model.invalidate('periodic resync')
                 self._next_resync = now + interval
             raw = self._adapter().read_snapshot(self.model)
-        settings = host_settings(self._conf)
-        for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
-            settings[key] = _cpuset_text(settings[key])
-        raw.update(settings)
+        if settings is None:
+            settings = settings_mod.load(self._conf)
+        self.settings = settings  # the last read: a pass hands them on
+        raw.update(settings.snapshot_fields())
         return raw
 
     def vcpu_stats(self):
@@ -202,11 +159,12 @@ class Reconciler:
         (``virt.Host.vcpu_stats``): one libvirt call, no lock."""
         return self._adapter().vcpu_stats()
 
-    def plan(self, release=False):
+    def plan(self, release=False, settings=None):
         """Read and plan without writing: (snapshot, plan, changes).
-        ``release``: the plan that puts managed guests on every CPU."""
-        raw = self.read()
-        overrides = policy_overrides(self._conf)
+        ``release``: the plan that puts managed guests on every CPU;
+        ``settings``: as ``read``."""
+        raw = self.read(settings)
+        overrides = settings_mod.policy_overrides(self._conf)
         self._plan_key = None
         if self.model is not None and not release:
             self._plan_key = (self.model.generation, repr(sorted(
@@ -259,7 +217,7 @@ class Reconciler:
             # threads sharing self._host.
             with passlock.PassLock(group.lock_path, group.lock_timeout):
                 self._pass(result, time.monotonic() + group.pass_timeout)
-        except (SettingsError, snapshot_mod.SnapshotError,
+        except (settings_mod.SettingsError, snapshot_mod.SnapshotError,
                 policy.PolicyError) as exc:
             result.error, result.error_kind = str(exc), 'input'
             if log_errors:
@@ -269,7 +227,7 @@ class Reconciler:
             if log_errors:
                 LOG.error('rebinding pass not run: %s', exc)
         except Exception as exc:
-            if type(exc).__name__ in ('libvirtError', 'LibvirtTimeout'):
+            if libvirtapi.is_host_error(exc):
                 result.error = 'libvirt: %s' % exc
                 if log_errors:
                     LOG.error('rebinding pass failed: %s', result.error)
@@ -284,21 +242,20 @@ class Reconciler:
 
     def _pass(self, result, deadline):
         host = self._adapter()
-        before = dict(getattr(host, 'calls', {}))
-        if hasattr(host, 'set_deadline'):
-            host.set_deadline(deadline)
+        before = dict(host.calls)
+        host.set_deadline(deadline)
         try:
             snap, p, changes = self.plan(release=result.release)
             result.snapshot, result.plan, result.changes = snap, p, changes
+            result.settings = self.settings
             result.compared = self.compared
             marked = set()  # guests to be read again next pass
             if changes and not result.dry_run:
                 outcome = host.apply(changes)
                 result.applied = list(outcome.applied)
                 result.skipped = list(outcome.skipped)
-                errors = getattr(outcome, 'error', None)
-                if errors:
-                    result.error = 'libvirt: %s' % errors[0]
+                if outcome.error:
+                    result.error = 'libvirt: %s' % outcome.error[0]
                     result.error_kind = 'failed'
                 if self.model is not None:
                     # Their XML changed: read it back next pass. A domain
@@ -306,7 +263,7 @@ class Reconciler:
                     # the event of its job's end marks it, and it may
                     # read as it did, so it is left out of ``marked``:
                     # the next plan is the whole host's and compares it.
-                    held = getattr(outcome, 'held', ())
+                    held = outcome.held
                     for change in result.applied + [
                             c for c, _ in result.skipped
                             if hasattr(c, 'uuid')]:
@@ -323,8 +280,7 @@ class Reconciler:
                     # again: the next plan may build on this one.
                     self._planner.confirm()
         finally:
-            if hasattr(host, 'set_deadline'):
-                host.set_deadline(None)
+            host.set_deadline(None)
             result.calls = calls_since(host, before)
 
     def _log(self, result):
@@ -340,6 +296,6 @@ class Reconciler:
 
     def close(self):
         host, self._host = self._host, None
-        if host is not None and hasattr(host, 'close'):
+        if host is not None:
             host.close()
 

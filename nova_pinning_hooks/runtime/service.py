@@ -173,7 +173,7 @@ class BindingService:
         host, before_calls = None, {}
         try:
             host = self.reconciler.host()
-            before_calls = dict(getattr(host, 'calls', {}))
+            before_calls = dict(host.calls)
             counts = host.vcpu_counts()
         except Exception as exc:  # the pass reports libvirt's state
             LOG.debug('vCPU count poll failed: %s', exc)

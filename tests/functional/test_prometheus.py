@@ -43,7 +43,7 @@ import urllib.request
 
 import yaml
 
-from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.host import overcommitfile
 from tests import promql
 from tests.functional import base
 
@@ -126,7 +126,7 @@ class TestRealPrometheus(base.FunctionalTestCase):
         series are served), the textfile, a resync every 2 s (so that the
         textfile's counters move between scrapes: see steal.rst)."""
         oc = os.path.join(self.tmp, 'oc.json')
-        overcommit.write(oc, {
+        overcommitfile.write(oc, {
             'version': 1, 'host': socket.gethostname(),
             'written_at': time.strftime('%Y-%m-%dT%H:%M:%S+00:00',
                                         time.gmtime()),

@@ -43,7 +43,7 @@ from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import migration
-from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.host import overcommitfile
 
 CONF = nova_conf.CONF
 A, B = 'compute1', 'compute2'
@@ -459,7 +459,7 @@ class TestPlacementRatio(OperationsTestBase):
 
     def test_ratio_set_through_the_placement_api(self):
         self._settle()
-        info = overcommit.read(self.oc_path)
+        info = overcommitfile.read(self.oc_path)
         self.assertEqual(CONF.initial_cpu_allocation_ratio,
                          info.allocation_ratio)
         rp = self.compute_rp_uuids[A]
@@ -479,7 +479,7 @@ class TestPlacementRatio(OperationsTestBase):
         time.sleep(1.2)
         self._run_periodics()
         self._settle()
-        info = overcommit.read(self.oc_path)
+        info = overcommitfile.read(self.oc_path)
         self.assertEqual((16.0, 'placement'),
                          (info.allocation_ratio, info.ratio_source))
 

@@ -4,7 +4,8 @@ Each folder of the package is a layer; ``LAYERS`` lists them from the
 bottom up, and a module may import only from its own layer and the
 layers below it (``conf.py``, the options, sits just under ``nova`` and
 ``cmd``; ``nova`` and ``cmd`` are both on top and import neither each
-other). The rules, as each layer's ``__init__.py`` states them:
+other; ``passes`` and ``isolation`` are siblings above ``host`` in the
+same way). The rules, as each layer's ``__init__.py`` states them:
 
 * ``engine`` imports nothing outside ``engine`` but the standard
   library's pure modules (no I/O, no clock, no threads);
@@ -27,7 +28,7 @@ PACKAGE = os.path.join(os.path.dirname(__file__), '..', '..',
                        'nova_pinning_hooks')
 # Bottom up; a module may import its own layer and those before it.
 # Layers in one tuple share a rank and do not import each other.
-LAYERS = (('engine',), ('host',), ('passes',), ('isolation',),
+LAYERS = (('engine',), ('host',), ('passes', 'isolation'),
           ('observe',), ('runtime',), ('conf',), ('nova', 'cmd'))
 RANK = {layer: rank for rank, names in enumerate(LAYERS)
         for layer in names}

@@ -164,9 +164,9 @@ class TestStatusDrift(LiveCliTestCase):
 class TestStatusRatio(LiveCliTestCase):
 
     def test_status_says_where_the_ratio_comes_from(self):
-        from nova_pinning_hooks.passes import overcommit
+        from nova_pinning_hooks.host import overcommitfile
         path = os.path.join(self.tmp, 'nova', 'oc.json')
-        overcommit.write(path, {'version': 1, 'allocation_ratio': 16.0,
+        overcommitfile.write(path, {'version': 1, 'allocation_ratio': 16.0,
                                 'ratio_source': 'placement'})
         self.write_config(overcommit_file=path)
         code, out, err = self.run_cli('status')
@@ -184,11 +184,11 @@ class TestStatusRatio(LiveCliTestCase):
     def test_status_says_the_overcommit_file_is_stale(self):
         # nova-compute could not rewrite it and set it aside (issue 34
         # R4): status says so, in one line, and plans nothing.
-        from nova_pinning_hooks.passes import overcommit
+        from nova_pinning_hooks.host import overcommitfile
         path = os.path.join(self.tmp, 'nova', 'oc.json')
-        overcommit.write(path, {'version': 1, 'allocation_ratio': 16.0,
+        overcommitfile.write(path, {'version': 1, 'allocation_ratio': 16.0,
                                 'ratio_source': 'placement'})
-        self.assertTrue(overcommit.set_aside(path))
+        self.assertTrue(overcommitfile.set_aside(path))
         self.write_config(overcommit_file=path)
         code, out, err = self.run_cli('status')
         self.assertEqual((2, ''), (code, out))

@@ -5,15 +5,12 @@ plans it gives, their output, and passes through the fake libvirt."""
 import json
 import random
 
-from oslo_config import cfg
 import testtools
 
-from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
-from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.observe import render
 from tests.unit import hosts
 from tests.unit.policy_fixtures import applied
@@ -68,14 +65,6 @@ class TestPlace(testtools.TestCase):
     def test_unknown_setting(self):
         self.assertRaises(ValueError, emuthreads.place, 'isolate', True,
                           S('1'), 0, S('0-1'), S('1'))
-
-    def test_the_default_is_shared(self):
-        # doc/source/performance.rst: the measurement behind it.
-        conf = cfg.ConfigOpts()
-        conf_mod.register_opts(conf)
-        conf([], default_config_files=[])
-        self.assertEqual(SHARED, reconciler.policy_overrides(
-            conf)['emulator_threads'])
 
     def test_policy_refuses_an_unknown_setting(self):
         self.assertRaises(policy.PolicyError, make, 'this-machine',

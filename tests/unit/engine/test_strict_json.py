@@ -8,7 +8,7 @@ import testtools
 
 from nova_pinning_hooks.engine import strict
 from nova_pinning_hooks.isolation import state
-from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.host import overcommitfile
 
 
 class TestLoadsJson(testtools.TestCase):
@@ -71,6 +71,6 @@ class TestStateFiles(testtools.TestCase):
             with open(path, 'w') as f:
                 f.write(text)
             os.chmod(path, 0o600)
-            self.assertRaises(overcommit.OvercommitError, overcommit.read,
-                              path)
+            self.assertRaises(overcommitfile.OvercommitError,
+                              overcommitfile.read, path)
             self.assertRaises(state.StateError, state.load, path)

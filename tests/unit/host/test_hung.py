@@ -16,6 +16,7 @@ import testtools
 from nova_pinning_hooks.host import hung
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import virt
+from tests.fixtures import host_options
 
 try:
     import libvirt
@@ -70,7 +71,7 @@ class TestHungDaemon(testtools.TestCase):
 
     def connect(self):
         """One scrape or pass: a new Host, as the exporter makes."""
-        host = virt.Host(self.uri)
+        host = virt.Host(self.uri, host_options())
         host.call_timeout = 0.2
         try:
             host.connection()

@@ -14,6 +14,7 @@ from nova_pinning_hooks.host import virtread
 from tests import fakelibvirt
 from tests.fixtures import FakeLibvirtFixture
 from tests.unit import hosts
+from tests.fixtures import host_options
 
 S = cpuset.parse
 
@@ -29,7 +30,7 @@ class AdapterTestCase(testtools.TestCase):
         super().setUp()
         self.fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('small-1node'))).host
-        self.adapter = virt.Host('qemu:///system')
+        self.adapter = virt.Host('qemu:///system', host_options())
         self.adapter.busy_retry_delay = 0
 
 
@@ -343,7 +344,7 @@ class TestUnprovenPid(testtools.TestCase):
         # and threads of its own, and its command line names no guest.
         with open(os.path.join(tmp, 'g.pid'), 'w') as f:
             f.write('%d\n' % os.getpid())
-        host = virt.Host('qemu:///system', run_dir=tmp)
+        host = virt.Host('qemu:///system', host_options(), run_dir=tmp)
         self.assertEqual({}, host.reader._memory_from_proc('g'))
         self.assertEqual({}, host.reader._affinity('g'))
         self.assertEqual({}, host.reader._schedstat('g'))

@@ -5,7 +5,8 @@ import os
 import fixtures
 
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.host import overcommitfile
+from nova_pinning_hooks.nova import ratiofile
 from tests.unit.isolation import base
 from tests.unit.isolation import fakehost
 
@@ -69,26 +70,26 @@ class TestRefused(base.TestCase):
         self.refused('no CPU would be left for guests')
 
     def test_overlap_with_nova_shared_set(self):
-        overcommit.write(self.conf.nova_pinning.overcommit_file,
-                         overcommit.from_nova_conf(nova_conf('0-3')))
+        overcommitfile.write(self.conf.nova_pinning.overcommit_file,
+                         ratiofile.from_nova_conf(nova_conf('0-3')))
         self.refused("overlaps nova's cpu_shared_set (0-3)")
 
     def test_overlap_with_nova_dedicated_set(self):
-        overcommit.write(self.conf.nova_pinning.overcommit_file,
-                         overcommit.from_nova_conf(nova_conf('1-2', '0,3')))
+        overcommitfile.write(self.conf.nova_pinning.overcommit_file,
+                         ratiofile.from_nova_conf(nova_conf('1-2', '0,3')))
         self.refused("overlaps nova's cpu_dedicated_set")
 
     def test_no_overlap_is_accepted(self):
-        overcommit.write(self.conf.nova_pinning.overcommit_file,
-                         overcommit.from_nova_conf(nova_conf('1-3')))
+        overcommitfile.write(self.conf.nova_pinning.overcommit_file,
+                         ratiofile.from_nova_conf(nova_conf('1-3')))
         self.assertEqual(frozenset([0]), self.isolator().settings.cpus)
 
     def test_a_stale_overcommit_file_is_said_not_checked_against(self):
         # nova-compute could not rewrite it and set it aside (issue 34
         # R4): its CPU sets are not this nova-compute's.
         path = self.conf.nova_pinning.overcommit_file
-        overcommit.write(path, overcommit.from_nova_conf(nova_conf('0-3')))
-        overcommit.set_aside(path)
+        overcommitfile.write(path, ratiofile.from_nova_conf(nova_conf('0-3')))
+        overcommitfile.set_aside(path)
         logs = self.useFixture(fixtures.FakeLogger())
         self.assertEqual(frozenset([0]), self.isolator().settings.cpus)
         self.assertIn('overcommit file %s is stale' % path, logs.output)

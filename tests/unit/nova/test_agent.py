@@ -19,8 +19,9 @@ from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
-from nova_pinning_hooks.passes import overcommit
-from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.host import overcommitfile
+from nova_pinning_hooks.nova import ratiofile
+from nova_pinning_hooks.passes import settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import register_nova_options
@@ -66,7 +67,7 @@ class TestActivate(AgentTestCase):
         self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
         a = activation.activate(conf, manager_cls=self.cls)
         self.assertIs(a, activation.activate(conf, manager_cls=self.cls))
-        self.assertEqual(4.0, overcommit.read(
+        self.assertEqual(4.0, overcommitfile.read(
             conf.nova_pinning.overcommit_file).allocation_ratio)
         self.assertTrue(getattr(self.cls.stop_instance,
                                 '_nova_pinning_hook', None))
@@ -192,7 +193,7 @@ class TestActivate(AgentTestCase):
         # operator had just taken from guests.
         conf = nova_like_conf(self)
         path = conf.nova_pinning.overcommit_file
-        overcommit.write(path, overcommit.from_nova_conf(conf))
+        overcommitfile.write(path, ratiofile.from_nova_conf(conf))
         conf.set_override('cpu_shared_set', '1', group='compute')
         g = self.fake.add_domain('g', 1, xml=hosts.domain_xml('g', 1))
         disk = self.full_disk()
@@ -204,8 +205,8 @@ class TestActivate(AgentTestCase):
         self.assertIn('set aside as %s.stale' % path, logs.output)
         self.assertEqual(1, logs.output.count('cannot write the overcommit'))
         # Every reader of the file (status, plan, isolation) says so.
-        exc = self.assertRaises(reconciler.SettingsError,
-                                reconciler.host_settings, conf)
+        exc = self.assertRaises(settings.SettingsError, settings.load,
+                                conf)
         self.assertIn('overcommit file %s is stale' % path, str(exc))
         a.coalescer.request('y', wait=True, timeout=10)  # still full
         self.assertEqual({}, g.vcpu_pins)
@@ -213,7 +214,7 @@ class TestActivate(AgentTestCase):
         disk['full'] = False  # space again: the next pass writes it
         a.coalescer.request('z', wait=True, timeout=10)
         self.assertIsNone(a.last_result.error)
-        self.assertEqual('1', overcommit.read(path).shared_cpus)
+        self.assertEqual('1', overcommitfile.read(path).shared_cpus)
         self.assertFalse(os.path.lexists(path + '.stale'))
         pinned = set(g.vcpu_pins.values()) | {g.emulator_pin}
         self.assertEqual({(1,)}, pinned)
@@ -223,7 +224,7 @@ class TestActivate(AgentTestCase):
         # is right, and passes run on it.
         conf = nova_like_conf(self)
         path = conf.nova_pinning.overcommit_file
-        overcommit.write(path, overcommit.from_nova_conf(conf))
+        overcommitfile.write(path, ratiofile.from_nova_conf(conf))
         self.full_disk()
         logs = self.useFixture(fixtures.FakeLogger())
         a = activation.activate(conf, manager_cls=self.cls)

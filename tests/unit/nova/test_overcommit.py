@@ -8,7 +8,8 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.host import overcommitfile
+from nova_pinning_hooks.nova import ratiofile
 
 
 def nova_conf(ratio=None, initial=4.0, shared=None, dedicated=None,
@@ -26,20 +27,20 @@ class TestRatio(testtools.TestCase):
 
     def test_effective_ratio(self):
         self.assertEqual((16.0, 'cpu_allocation_ratio'),
-                         overcommit.effective_ratio(16.0, 4.0))
+                         ratiofile.effective_ratio(16.0, 4.0))
         for unset in (None, 0.0):
             self.assertEqual((4.0, 'initial_cpu_allocation_ratio'),
-                             overcommit.effective_ratio(unset, 4.0))
+                             ratiofile.effective_ratio(unset, 4.0))
 
     def test_from_nova_conf(self):
-        c = overcommit.from_nova_conf(nova_conf(shared='2-7',
+        c = ratiofile.from_nova_conf(nova_conf(shared='2-7',
                                                 dedicated='8-15'))
         self.assertEqual((4.0, '2-7', '8-15', 'compute-1'),
                          (c['allocation_ratio'], c['shared_cpus'],
                           c['dedicated_cpus'], c['host']))
 
     def test_legacy_vcpu_pin_set_is_the_shared_set(self):
-        c = overcommit.from_nova_conf(nova_conf(pin_set='4-11'))
+        c = ratiofile.from_nova_conf(nova_conf(pin_set='4-11'))
         self.assertEqual('4-11', c['shared_cpus'])
 
 
@@ -52,9 +53,9 @@ class TestFile(testtools.TestCase):
         self.path = os.path.join(self.dir, 'overcommit.json')
 
     def test_round_trip_and_modes(self):
-        overcommit.write(self.path, overcommit.from_nova_conf(
+        overcommitfile.write(self.path, ratiofile.from_nova_conf(
             nova_conf(ratio=2.5, shared='0-3')))
-        info = overcommit.read(self.path)
+        info = overcommitfile.read(self.path)
         self.assertEqual((2.5, '0-3', None),
                          (info.allocation_ratio, info.shared_cpus,
                           info.dedicated_cpus))
@@ -63,29 +64,29 @@ class TestFile(testtools.TestCase):
         self.assertEqual(['overcommit.json'], os.listdir(self.dir))
 
     def test_replace_is_atomic(self):
-        overcommit.write(self.path, overcommit.from_nova_conf(nova_conf()))
+        overcommitfile.write(self.path, ratiofile.from_nova_conf(nova_conf()))
         inode = os.stat(self.path).st_ino
-        overcommit.write(self.path, overcommit.from_nova_conf(
+        overcommitfile.write(self.path, ratiofile.from_nova_conf(
             nova_conf(ratio=8.0)))
         self.assertNotEqual(inode, os.stat(self.path).st_ino)  # renamed
-        self.assertEqual(8.0, overcommit.read(self.path).allocation_ratio)
+        self.assertEqual(8.0, overcommitfile.read(self.path).allocation_ratio)
 
     def test_failed_write_leaves_old_file_and_no_temp(self):
-        overcommit.write(self.path, overcommit.from_nova_conf(nova_conf()))
+        overcommitfile.write(self.path, ratiofile.from_nova_conf(nova_conf()))
         with mock.patch('os.write', side_effect=OSError('disk full')):
-            self.assertRaises(OSError, overcommit.write, self.path,
-                              overcommit.from_nova_conf(nova_conf(ratio=9)))
-        self.assertEqual(4.0, overcommit.read(self.path).allocation_ratio)
+            self.assertRaises(OSError, overcommitfile.write, self.path,
+                              ratiofile.from_nova_conf(nova_conf(ratio=9)))
+        self.assertEqual(4.0, overcommitfile.read(self.path).allocation_ratio)
         self.assertEqual(['overcommit.json'], os.listdir(self.dir))
 
     def test_refuses_to_write_a_bad_ratio(self):
-        content = overcommit.from_nova_conf(nova_conf(initial=0.0))
-        self.assertRaises(overcommit.OvercommitError, overcommit.write,
+        content = ratiofile.from_nova_conf(nova_conf(initial=0.0))
+        self.assertRaises(overcommitfile.OvercommitError, overcommitfile.write,
                           self.path, content)
         self.assertFalse(os.path.exists(self.path))
 
     def test_bad_files(self):
-        good = overcommit.from_nova_conf(nova_conf())
+        good = ratiofile.from_nova_conf(nova_conf())
         cases = [
             ('missing', None, 'does not exist'),
             ('not json', '{"version": 1', 'corrupt'),
@@ -105,13 +106,13 @@ class TestFile(testtools.TestCase):
                 with open(self.path, 'w') as f:
                     f.write(content if isinstance(content, str)
                             else json.dumps(content))
-            exc = self.assertRaises(overcommit.OvercommitError,
-                                    overcommit.read, self.path)
+            exc = self.assertRaises(overcommitfile.OvercommitError,
+                                    overcommitfile.read, self.path)
             self.assertIn(fragment, str(exc), label)
             self.assertIn(self.path, str(exc), label)
 
     def test_unreadable(self):
         os.makedirs(self.path)  # a directory where the file should be
-        exc = self.assertRaises(overcommit.OvercommitError, overcommit.read,
-                                self.path)
+        exc = self.assertRaises(overcommitfile.OvercommitError,
+                                overcommitfile.read, self.path)
         self.assertIn('cannot be read', str(exc))

@@ -7,7 +7,7 @@ from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import migration
-from nova_pinning_hooks.passes import overcommit
+from nova_pinning_hooks.host import overcommitfile
 from tests.unit.nova.test_agent import AgentTestCase
 from tests.unit.nova.test_agent import nova_like_conf
 from tests.unit.engine.test_migratexml import NOVA_GUEST
@@ -55,37 +55,37 @@ class TestRatioFromTheProviderTree(AgentTestCase):
                                                      timeout=10))
 
     def test_the_file_follows_placement(self):
-        info = overcommit.read(self.path)
+        info = overcommitfile.read(self.path)
         self.assertEqual((4.0, 'initial_cpu_allocation_ratio'),
                          (info.allocation_ratio, info.ratio_source))
         self.report(16.0)  # an operator set 16 in placement
-        info = overcommit.read(self.path)
+        info = overcommitfile.read(self.path)
         self.assertEqual((16.0, 'placement'),
                          (info.allocation_ratio, info.ratio_source))
         written = info.written_at
         self.report(16.0)  # unchanged: not written again
-        self.assertEqual(written, overcommit.read(self.path).written_at)
+        self.assertEqual(written, overcommitfile.read(self.path).written_at)
         self.assertEqual(16.0, self.agent.ratio)
 
     def test_placement_is_named_once_nova_reported_the_same_ratio(self):
         # Issue 34 R6: the file was rewritten only when the number
         # changed, so a placement ratio equal to the initial one was
         # shown as initial_cpu_allocation_ratio after every start.
-        info = overcommit.read(self.path)
+        info = overcommitfile.read(self.path)
         self.assertEqual((4.0, 'initial_cpu_allocation_ratio'),
                          (info.allocation_ratio, info.ratio_source))
         self.report(4.0)
-        info = overcommit.read(self.path)
+        info = overcommitfile.read(self.path)
         self.assertEqual((4.0, 'placement'),
                          (info.allocation_ratio, info.ratio_source))
         written = info.written_at
         self.report(4.0)  # the same report: not written again
-        self.assertEqual(written, overcommit.read(self.path).written_at)
+        self.assertEqual(written, overcommitfile.read(self.path).written_at)
 
     def test_a_configured_ratio_is_named_as_such(self):
         self.conf.set_override('cpu_allocation_ratio', 2.0)
         self.report(2.0)
-        info = overcommit.read(self.path)
+        info = overcommitfile.read(self.path)
         self.assertEqual((2.0, 'cpu_allocation_ratio'),
                          (info.allocation_ratio, info.ratio_source))
 

@@ -21,6 +21,7 @@ from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.unit import hosts
 from tests.unit.nova.test_agent import nova_like_conf
@@ -56,6 +57,15 @@ def wait_until(predicate, timeout=10.0):
         time.sleep(0.05)
     return True
 
+
+
+def overcommit_times(conf):
+    """The file's times as a scrape sees them (settings read once)."""
+    try:
+        read = settings.load(conf)
+    except settings.SettingsError:
+        read = None
+    return metrics.overcommit_times(conf, read)
 
 class TestExporterEndpoint(LiveCliTestCase):
     """Through ``endpoint.serve``, what ``nova-pinning exporter`` runs."""
@@ -308,26 +318,26 @@ class TestServedFromTheStart(testtools.TestCase):
     def test_overcommit_file_timestamp(self):
         conf = nova_like_conf(self)
         path = conf.nova_pinning.overcommit_file
-        times = metrics.overcommit_times(conf)
+        times = overcommit_times(conf)
         self.assertEqual(0.0, times['written'])  # missing
         boot = times['boot']
         self.assertLess(boot, time.time())
         a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
         self.assertTrue(a.write_overcommit(2.0))
-        written = metrics.overcommit_times(conf)['written']
+        written = overcommit_times(conf)['written']
         self.assertLess(abs(time.time() - written), 5)
         text = metrics.exposition(metrics.HostView(
-            overcommit=metrics.overcommit_times(conf)))
+            overcommit=overcommit_times(conf)))
         self.assertEqual(written, value(
             text, 'nova_pinning_overcommit_file_timestamp_seconds'))
         self.assertEqual(boot, value(
             text, 'nova_pinning_host_boot_time_seconds'))
         with open(path, 'w') as f:
             f.write('{not json')
-        self.assertEqual(0.0, metrics.overcommit_times(conf)['written'])
+        self.assertEqual(0.0, overcommit_times(conf)['written'])
         # [nova_pinning] allocation_ratio stands in for the file: no series.
-        self.assertIsNone(metrics.overcommit_times(
+        self.assertIsNone(overcommit_times(
             nova_like_conf(self, allocation_ratio=4.0)))
         self.assertTrue(os.path.exists(path))
 

@@ -9,6 +9,7 @@ import fixtures
 from prometheus_client import parser
 import testtools
 
+from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import endpoint
@@ -337,3 +338,58 @@ class TestExporter(LiveCliTestCase):
             self.assertRefused(self.run_cli(
                 'exporter', '--listen', '127.0.0.1:%d' % port), 1,
                 'cannot listen on 127.0.0.1 port %d' % port)
+
+
+class TestTheOvercommitFileOpenedOnce(testtools.TestCase):
+    """A scrape, and a pass with its textfile, open the overcommit file
+    once: the settings read then serve the plan, the ratio's source, the
+    isolation state (nova's CPU sets) and the file's times. Counted where
+    the file is opened: every read of it goes through
+    ``statefile.read_json`` with its path."""
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(activation.deactivate)
+        self.fake = self.useFixture(
+            FakeLibvirtFixture(hosts.load('small-1node'))).host
+        self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        # reserved_cpus set: the isolation state checks it against
+        # nova's CPU sets, which are in the file.
+        self.conf = nova_like_conf(
+            self, reserved_cpus='0',
+            metrics_textfile=os.path.join(self.dir, 'nova_pinning.prom'))
+        self.runtime = runtime.Runtime(self.conf, out_of_process=False)
+        self.addCleanup(self.runtime.stop)
+        self.assertTrue(self.runtime.write_overcommit())
+        path = self.conf.nova_pinning.overcommit_file
+        read_json = statefile.read_json
+        self.opened = []
+
+        def counting(p, *args, **kwargs):
+            if p == path:
+                self.opened.append(p)
+            return read_json(p, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.host.statefile.read_json', counting))
+
+    def test_a_scrape(self):
+        rec = reconciler.Reconciler(self.conf)
+        self.addCleanup(rec.close)
+        view = metrics.read_view(rec, self.conf)
+        self.assertEqual([], view.errors)
+        self.assertIn('state', view.isolation)
+        self.assertGreater(view.overcommit['written'], 0)
+        self.assertEqual(1, len(self.opened))
+        del self.opened[:]
+        text = metrics.LiveCollector(rec, self.conf).render().decode()
+        self.assertEqual(1, value(text, 'nova_pinning_up'))
+        self.assertEqual(1, len(self.opened))
+
+    def test_a_pass_and_its_textfile(self):
+        self.assertTrue(self.runtime.coalescer.request('t', wait=True,
+                                                       timeout=30))
+        self.assertIsNone(self.runtime.last_result.error)
+        self.assertTrue(os.path.exists(
+            self.conf.nova_pinning.metrics_textfile))
+        self.assertEqual(1, len(self.opened))

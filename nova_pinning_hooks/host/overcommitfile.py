@@ -1,8 +1,9 @@
 """The overcommit file: nova's CPU allocation ratio and CPU sets, on disk.
 
 nova never writes its overcommit ratio anywhere a pass could read it, so
-the nova plugin writes it at nova-compute start (``write``) and every pass
-reads it (``read``).
+the nova plugin writes it (``nova.ratiofile``, with nova's ratio rule) and
+every pass, the isolation agent and the metrics read it (``read``). This
+module is the file's format alone, beside ``statefile``.
 
 Invariants:
 
@@ -25,9 +26,7 @@ Invariants:
   this file from the nova user's directory.
 """
 
-import datetime
 import os
-import socket
 import typing
 
 from nova_pinning_hooks.engine import cpuset
@@ -48,41 +47,6 @@ class OvercommitInfo(typing.NamedTuple):
     host: str
     written_at: str
     ratio_source: str
-
-
-def effective_ratio(cpu_allocation_ratio, initial_cpu_allocation_ratio):
-    """nova's rule: cpu_allocation_ratio unless unset (None or 0.0), then
-    initial_cpu_allocation_ratio. Returns (ratio, name of its option)."""
-    if cpu_allocation_ratio:
-        return float(cpu_allocation_ratio), 'cpu_allocation_ratio'
-    return (float(initial_cpu_allocation_ratio or 0.0),
-            'initial_cpu_allocation_ratio')
-
-
-def from_nova_conf(conf, ratio=None):
-    """The file's content from nova's configuration object, and from the
-    VCPU allocation ratio of the node's inventory once nova reported one
-    (``ratio``): placement's, unless ``cpu_allocation_ratio`` overrides
-    it (nova's ``ComputeDriver._get_allocation_ratios``)."""
-    if ratio is None:
-        ratio, source = effective_ratio(conf.cpu_allocation_ratio,
-                                        conf.initial_cpu_allocation_ratio)
-    else:
-        ratio = float(ratio)
-        source = ('cpu_allocation_ratio' if conf.cpu_allocation_ratio
-                  else 'placement')
-    shared = conf.compute.cpu_shared_set
-    # Before Train, vcpu_pin_set named the CPUs guests may use.
-    if not shared and getattr(conf, 'vcpu_pin_set', None):
-        shared = conf.vcpu_pin_set
-    return {'version': VERSION,
-            'host': getattr(conf, 'host', None) or socket.gethostname(),
-            'written_at': datetime.datetime.now(
-                datetime.timezone.utc).isoformat(timespec='seconds'),
-            'allocation_ratio': ratio,
-            'ratio_source': source,
-            'shared_cpus': shared or None,
-            'dedicated_cpus': conf.compute.cpu_dedicated_set or None}
 
 
 def write(path, content):

@@ -1,0 +1,52 @@
+"""What a pass needs of the host: the seam between passes and host.
+
+``PassHost`` is the connection a ``reconciler.Reconciler`` (and the
+runtime's vCPU poll) uses, as a ``typing.Protocol``: ``host.virt.Host``
+is one; the type checker holds it to this shape, and nothing above
+``host`` asks more of it (no ``getattr``/``hasattr`` probing).
+
+Invariants:
+
+* every method is bounded in time by the host (``set_deadline``, its
+  per-call bound); a fault is raised as one for which
+  ``host.libvirtapi.is_host_error`` is true, or as ``OSError``;
+* ``calls`` counts the libvirt calls made, by kind (``read``,
+  ``write``) and by API name, never decreasing;
+* ``apply`` never raises for a libvirt fault: it returns what it wrote,
+  skipped and why it stopped (``host.virtwrite.ApplyResult``).
+"""
+
+import typing
+
+from nova_pinning_hooks.host import virtwrite
+
+ApplyResult = virtwrite.ApplyResult
+
+
+class PassHost(typing.Protocol):
+    calls: typing.Mapping[str, int]
+
+    def read_snapshot(self, model=None) -> dict:
+        """The live host as a snapshot dict (read what the model cannot
+        vouch for)."""
+
+    def apply(self, changes) -> ApplyResult:
+        """Write ``changes`` (``plan.PinChange``) live."""
+
+    def vcpu_stats(self) -> tuple:
+        """(monotonic time, {uuid: counters}) of every running guest."""
+
+    def vcpu_counts(self) -> typing.Dict[str, int]:
+        """{uuid: vCPUs online} of every running guest."""
+
+    def set_deadline(self, deadline: typing.Optional[float]) -> None:
+        """Bound every later call by ``deadline`` (monotonic)."""
+
+    def watch(self, model, on_change) -> None:
+        """Follow libvirt's domain events into ``model``."""
+
+    def close(self) -> None:
+        """Close the connection (and unregister its events)."""
+
+
+Connect = typing.Callable[[str, typing.Any], PassHost]

@@ -71,6 +71,8 @@ class ListenAddress(types.String):
     def __call__(self, value):
         value = super().__call__(value)
         if value:
+            # Imported here: nova and oslo-config-generator load this
+            # module for the options alone, not for an HTTP server.
             from nova_pinning_hooks.observe import httpserve
             httpserve.parse_listen(value)  # ValueError says why
         return value

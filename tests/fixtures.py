@@ -24,13 +24,13 @@ from tests import fakelibvirt
 def host_options(**overrides):
     """``virt.HostOptions`` with conf.py's defaults, and ``overrides``."""
     from nova_pinning_hooks import conf as conf_mod
-    from nova_pinning_hooks.passes import settings
+    from nova_pinning_hooks.passes import reconciler
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     conf([], default_config_files=[])
     for name, value in overrides.items():
         conf.set_override(name, value, group='nova_pinning')
-    return settings.host_options(conf)
+    return reconciler.host_options(conf)
 
 class FakeLibvirtFixture(fixtures.Fixture):
 

@@ -14,8 +14,11 @@ import errno
 import glob
 import os
 
+from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import snapshot
 from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.observe import httpserve
+from nova_pinning_hooks.observe import version
 
 CONFIG_LIMIT = 1 << 20    # bytes in one configuration file
 SNAPSHOT_LIMIT = snapshot.MAX_BYTES
@@ -79,7 +82,6 @@ def listen_arg(text):
     IP address and a port 1-65535 -> (address, port)."""
     import argparse
 
-    from nova_pinning_hooks.observe import httpserve
     try:
         return httpserve.parse_listen(text)
     except ValueError as exc:
@@ -121,8 +123,6 @@ def check_known_options(conf):
     import difflib
 
     from oslo_config import cfg
-
-    from nova_pinning_hooks import conf as conf_mod
 
     own = {group.name: {o.dest for o in opts}
            for group, opts in conf_mod.list_opts()}
@@ -188,8 +188,6 @@ def parse(conf, argv, project, prog):
     import sys
 
     from oslo_config import cfg
-
-    from nova_pinning_hooks.observe import version
 
     captured = io.StringIO()
     try:

@@ -13,10 +13,15 @@ from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.observe import endpoint
+from nova_pinning_hooks.observe import httpserve
+from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import render
 from nova_pinning_hooks.observe import stealview
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import service
 
 
 def _reconciler(conf):
@@ -54,7 +59,6 @@ def cmd_snapshot(conf):
 def _isolation_status(conf):
     """The host isolation agent's view, if that part is installed."""
     try:
-        from nova_pinning_hooks.isolation import report
         return report.status(conf)
     except Exception as exc:  # isolation is optional for binding
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
@@ -106,7 +110,8 @@ def cmd_status(conf):
     fmt = cpuset.format
     if conf.command.format == 'json':
         data = plan_mod.to_json(p, changes, host=snap.host)
-        pending = {c.uuid for c in changes if c.kind != 'numa'}
+        pending = {c.uuid for c in changes
+                   if c.kind != plan_mod.ChangeKind.NUMA}
         for entry in data['guests']:
             entry['live_matches_plan'] = (entry['mode'] == 'untouched' or
                                           entry['uuid'] not in pending)
@@ -157,7 +162,6 @@ def _isolation_text(iso):
 def cmd_metrics(conf):
     """The exposition; exit 1 (after printing it, ``nova_pinning_up``
     0) when part of the host could not be read."""
-    from nova_pinning_hooks.observe import metrics
     rec = _reconciler(conf)
     try:
         view = metrics.read_view(rec, conf)
@@ -173,7 +177,6 @@ def cmd_exporter(conf):
     """Serve the metrics on ``--listen`` until Ctrl-C (exit 0)."""
     import threading
 
-    from nova_pinning_hooks.observe import endpoint
     address, port = conf.command.listen
     rec = _reconciler(conf)
     try:
@@ -349,8 +352,6 @@ def cmd_agent(conf):
     import sys
     import threading
 
-    from nova_pinning_hooks.runtime import service
-    from nova_pinning_hooks.observe import httpserve
     uri = getattr(conf.command, 'connection', None)
     if uri:
         conf.set_override('connection_uri', uri, group='nova_pinning')

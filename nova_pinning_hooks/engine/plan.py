@@ -7,6 +7,7 @@ an unchanged host yields an empty list and makes no libvirt write.
 """
 
 import dataclasses
+import enum
 import typing
 
 from nova_pinning_hooks.engine import cpuset
@@ -44,10 +45,27 @@ class GuestPlan(typing.NamedTuple):
     emulator_reason: object = None
 
 
+class ChangeKind(str, enum.Enum):
+    """What a ``PinChange`` writes: a vCPU's pin, the emulator's, an
+    IOThread's, or the memory nodeset. A str, so that it compares,
+    hashes, formats and serialises as the plain names did ('vcpu' ...).
+    """
+    VCPU = 'vcpu'
+    EMULATOR = 'emulator'
+    IOTHREAD = 'iothread'
+    NUMA = 'numa'
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 class PinChange(typing.NamedTuple):
     uuid: str
     name: str
-    kind: str  # vcpu | emulator | iothread | numa
+    kind: ChangeKind
     # vCPU or iothread id; None for emulator and numa. The name shadows
     # tuple.index, but plans and snapshots are read by it.
     index: object  # type: ignore[assignment]
@@ -115,29 +133,30 @@ def changes(plan, guests, enforced=None, pairs=None):
         for vcpu, new in gp.vcpu_pins.items():
             old = pins.get(vcpu, default)
             if differ(old, new):
-                result.append(change(uuid, name, 'vcpu', vcpu, old, new))
+                result.append(change(uuid, name, ChangeKind.VCPU, vcpu,
+                                     old, new))
             elif kernel and differ(kernel.get(vcpu, new), new):
-                result.append(change(uuid, name, 'vcpu', vcpu, kernel[vcpu],
-                                     new))
+                result.append(change(uuid, name, ChangeKind.VCPU, vcpu,
+                                     kernel[vcpu], new))
         if gp.emulator_pin is not None and \
                 differ(guest.emulator_pin, gp.emulator_pin):
-            result.append(change(uuid, name, 'emulator', None,
+            result.append(change(uuid, name, ChangeKind.EMULATOR, None,
                                  guest.emulator_pin, gp.emulator_pin))
         for thread, new in gp.iothread_pins.items():
             old = guest.iothread_pins.get(thread)
             if differ(old, new):
-                result.append(change(uuid, name, 'iothread', thread, old,
-                                     new))
+                result.append(change(uuid, name, ChangeKind.IOTHREAD,
+                                     thread, old, new))
         if gp.numa_nodeset is not None and \
                 guest.numa_nodeset != gp.numa_nodeset:
-            result.append(change(uuid, name, 'numa', None,
+            result.append(change(uuid, name, ChangeKind.NUMA, None,
                                  guest.numa_nodeset, gp.numa_nodeset))
     return result
 
 
 def pin_changes(change_list):
     """How many of ``change_list`` are thread pins (not memory policy)."""
-    return sum(1 for c in change_list if c.kind != 'numa')
+    return sum(1 for c in change_list if c.kind != ChangeKind.NUMA)
 
 
 def to_json(plan, change_list, host=None):

@@ -92,7 +92,7 @@ def _run_event_loop():
 @dataclasses.dataclass(frozen=True)
 class HostOptions:
     """What a connection needs of the configuration: the ``[nova_pinning]``
-    options of the same names (``passes.settings.host_options`` reads
+    options of the same names (``passes.reconciler.host_options`` reads
     them; the defaults are conf.py's alone)."""
     busy_retries: int
     busy_retry_delay: float

@@ -38,6 +38,7 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import libvirtapi
 LOG = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class Writer:
         result = ApplyResult([], [], [], set())
         by_guest = collections.OrderedDict()
         for change in changes:
-            if change.kind == 'numa' and not self.host.set_home_node:
+            if change.kind == plan_mod.ChangeKind.NUMA and \
+                    not self.host.set_home_node:
                 continue
             by_guest.setdefault(change.uuid, []).append(change)
         pending = list(by_guest.items())
@@ -223,16 +225,16 @@ class Writer:
 
     def _write(self, dom, change):
         live = libvirtapi.libvirt.VIR_DOMAIN_AFFECT_LIVE
-        if change.kind == 'vcpu':
+        if change.kind == plan_mod.ChangeKind.VCPU:
             call = ('pinVcpuFlags', dom.pinVcpuFlags, change.index,
                     self._cpumap(change.new), live)
-        elif change.kind == 'emulator':
+        elif change.kind == plan_mod.ChangeKind.EMULATOR:
             call = ('pinEmulator', dom.pinEmulator, self._cpumap(change.new),
                     live)
-        elif change.kind == 'iothread':
+        elif change.kind == plan_mod.ChangeKind.IOTHREAD:
             call = ('pinIOThread', dom.pinIOThread, change.index,
                     self._cpumap(change.new), live)
-        elif change.kind == 'numa':
+        elif change.kind == plan_mod.ChangeKind.NUMA:
             call = ('setNumaParameters', dom.setNumaParameters,
                     {libvirtapi.libvirt.VIR_DOMAIN_NUMA_NODESET:
                      cpuset.format(change.new)}, live)

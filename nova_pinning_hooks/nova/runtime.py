@@ -44,6 +44,7 @@ import time
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import ratiofile
+from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.runtime import service as service_mod
 
@@ -145,7 +146,6 @@ class Runtime:
             listen = self.conf.nova_pinning.metrics_listen
             if not listen:
                 return False
-            from nova_pinning_hooks.observe import httpserve
             self.service.pass_metrics.start_endpoint(
                 httpserve.parse_listen(listen))
         except Exception as exc:

@@ -14,7 +14,9 @@ Invariants:
   ``metrics_read_timeout``.
 """
 
+from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import metrics
+from nova_pinning_hooks.passes import reconciler
 
 
 def server(rec, conf, address, port, stats=None):
@@ -22,7 +24,6 @@ def server(rec, conf, address, port, stats=None):
     ``stats``) on ``address``:``port``, bounded by ``[nova_pinning]
     metrics_max_requests`` and ``metrics_read_timeout``, not started.
     Raises ``OSError`` if the address cannot be bound."""
-    from nova_pinning_hooks.observe import httpserve
     group = conf.nova_pinning
     return httpserve.MetricsServer(
         address, port, metrics.LiveCollector(rec, conf, stats).render,
@@ -43,7 +44,6 @@ class Endpoint:
     a scrape), with the process's pass counters."""
 
     def __init__(self, conf, stats, address, port, connect=None):
-        from nova_pinning_hooks.passes import reconciler
         self.rec = reconciler.Reconciler(conf, connect=connect)
         try:
             self.http = server(self.rec, conf, address, port, stats)

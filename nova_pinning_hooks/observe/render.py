@@ -154,7 +154,7 @@ def _grid(cores, threads, pool, owner):
 def _guest_rows(p, keys, change_list):
     pending = {}
     for c in change_list:
-        if c.kind != 'numa':
+        if c.kind != plan_mod.ChangeKind.NUMA:
             pending[c.uuid] = pending.get(c.uuid, 0) + 1
     rows = [('key', 'guest', 'mode', 'home', 'vCPUs', 'pins', 'live',
              'rule: reason')]

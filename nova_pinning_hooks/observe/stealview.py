@@ -17,6 +17,7 @@ restarted during the sample); guests the sample saw but the plan did not
 
 import dataclasses
 
+from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import steal
 from nova_pinning_hooks.observe import render
 
@@ -45,7 +46,8 @@ def measure(p, before, after, wall_seconds, changes=()):
                                              None, None, 0.0, 'gone')
     homes = {uuid: gp.home_node for uuid, gp in plans.items()}
     pools = {n: len(cpus) for n, cpus in p.pool_by_node.items()}
-    pending = frozenset(c.uuid for c in changes if c.kind != 'numa')
+    pending = frozenset(c.uuid for c in changes
+                        if c.kind != plan_mod.ChangeKind.NUMA)
     return Measurement(wall_seconds, rates, steal.node_load(rates, homes,
                                                             pools), plans,
                        pending)

@@ -87,6 +87,13 @@ class PassResult:
         return self.error is None and not self.skipped
 
 
+def host_options(conf) -> virt.HostOptions:
+    """The connection's options, from ``[nova_pinning]``."""
+    group = conf.nova_pinning
+    return virt.HostOptions(**{f.name: getattr(group, f.name) for f in
+                               dataclasses.fields(virt.HostOptions)})
+
+
 def calls_since(host: typing.Optional[hostport.PassHost],
                 before: typing.Mapping[str, int]) -> typing.Dict[str, int]:
     """The libvirt calls ``host`` (None: no connection, no calls) made
@@ -122,7 +129,7 @@ class Reconciler:
         if self._host is None:
             connect = self._connect or virt.connect
             self._host = connect(self._conf.nova_pinning.connection_uri,
-                                 settings_mod.host_options(self._conf))
+                                 host_options(self._conf))
         return self._host
 
     def host(self) -> hostport.PassHost:

@@ -23,7 +23,6 @@ import typing
 
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.host import overcommitfile
-from nova_pinning_hooks.host import virt
 
 # The fields of ``policy.Options`` a snapshot carries (``HostSettings``);
 # every other field is the ``[nova_pinning]`` option of the same name.
@@ -101,9 +100,3 @@ def policy_overrides(conf) -> dict:
             for f in dataclasses.fields(policy.Options)
             if f.name not in FROM_SNAPSHOT}
 
-
-def host_options(conf) -> virt.HostOptions:
-    """The connection's options, from ``[nova_pinning]``."""
-    group = conf.nova_pinning
-    return virt.HostOptions(**{f.name: getattr(group, f.name) for f in
-                               dataclasses.fields(virt.HostOptions)})

@@ -62,6 +62,7 @@ import time
 from oslo_log import log as logging
 
 from nova_pinning_hooks.host import model as model_mod
+from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.observe import passmetrics
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.passes import reconciler
@@ -120,7 +121,6 @@ class BindingService:
             host = self.reconciler.host()
             try:
                 if self.event_loop:
-                    from nova_pinning_hooks.host import virt
                     virt.start_event_loop()
                 host.watch(self.model, self.request)
             except Exception as exc:

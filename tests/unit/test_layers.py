@@ -33,7 +33,8 @@ LAYERS = (('engine',), ('host',), ('passes', 'isolation'),
 RANK = {layer: rank for rank, names in enumerate(LAYERS)
         for layer in names}
 # What the engine may import: pure standard library modules and itself.
-PURE_STDLIB = {'dataclasses', 'functools', 'math', 'operator', 'typing',
+PURE_STDLIB = {'dataclasses', 'enum', 'functools', 'math', 'operator',
+               'typing',
                'xml.etree.ElementTree', 'xml.parsers', 'xml.parsers.expat',
                'io', 'json', 're', 'string', 'collections', 'itertools',
                'bisect', 'heapq'}

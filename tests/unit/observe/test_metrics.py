@@ -197,7 +197,8 @@ class TestPassStats(testtools.TestCase):
         self.assertEqual(1, value(text, 'nova_pinning_last_pass_success'))
 
 
-class TestTextfileInNovaCompute(testtools.TestCase):
+class OneGuestCase(testtools.TestCase):
+    """One 2-vCPU guest on the fake small host; a textfile path."""
 
     def setUp(self):
         super().setUp()
@@ -207,6 +208,9 @@ class TestTextfileInNovaCompute(testtools.TestCase):
         self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.path = os.path.join(self.dir, 'nova_pinning.prom')
+
+
+class TestTextfileInNovaCompute(OneGuestCase):
 
     def run_passes(self, conf, n):
         a = runtime.Runtime(conf, out_of_process=False)
@@ -340,7 +344,7 @@ class TestExporter(LiveCliTestCase):
                 'cannot listen on 127.0.0.1 port %d' % port)
 
 
-class TestTheOvercommitFileOpenedOnce(testtools.TestCase):
+class TestTheOvercommitFileOpenedOnce(OneGuestCase):
     """A scrape, and a pass with its textfile, open the overcommit file
     once: the settings read then serve the plan, the ratio's source, the
     isolation state (nova's CPU sets) and the file's times. Counted where
@@ -349,16 +353,10 @@ class TestTheOvercommitFileOpenedOnce(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.addCleanup(activation.deactivate)
-        self.fake = self.useFixture(
-            FakeLibvirtFixture(hosts.load('small-1node'))).host
-        self.fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
-        self.dir = self.useFixture(fixtures.TempDir()).path
         # reserved_cpus set: the isolation state checks it against
         # nova's CPU sets, which are in the file.
-        self.conf = nova_like_conf(
-            self, reserved_cpus='0',
-            metrics_textfile=os.path.join(self.dir, 'nova_pinning.prom'))
+        self.conf = nova_like_conf(self, reserved_cpus='0',
+                                   metrics_textfile=self.path)
         self.runtime = runtime.Runtime(self.conf, out_of_process=False)
         self.addCleanup(self.runtime.stop)
         self.assertTrue(self.runtime.write_overcommit())

@@ -7,8 +7,9 @@ trees byte for byte (a refactoring must not change one plan).
 
 ``TREE`` is a checkout of this repository (the one whose code plans);
 the snapshots are built by this file's copy of the repository, so both
-trees plan exactly the same input. For every host of tests/data/hosts
-and tests/unit/hosts (capabilities), a seeded set of guests (some
+trees plan exactly the same input. For every host of tests/unit/hosts
+(``ALL`` and ``BANKED``: the capabilities of tests/data/hosts and the
+built ones), a seeded set of guests (some
 pinned, some with memory on two nodes, an iothread or two) at two fills
 (0.6 of the CPUs at ratio 4, 1.5 at ratio 2: one-to-one, node ranges,
 host ranges), and the example snapshot of etc/examples, it runs
@@ -65,7 +66,7 @@ def snapshots(where):
     """(label, name) of every snapshot planned, written under ``where``
     (the plan's title names the file: the same name in every run)."""
     out = []
-    for name in hosts.ALL:
+    for name in hosts.ALL + hosts.BANKED:
         caps = hosts.load(name)
         for fill, ratio in ((0.6, 4.0), (1.5, 2.0)):
             # Seeded: the same guests in every run (not for secrets).

@@ -1,7 +1,8 @@
 """The binding policy: the seed's rules as pure functions.
 
 ``make_plan(host, guests, options)`` decides, for every guest, a mode, a
-home node and the pCPUs of each of its threads. Rules (SPEC.md):
+home node and the pCPUs of each of its threads. Rules
+(doc/source/policy.rst):
 
 1. total managed vCPUs > |P| x r: every managed guest -> host range (P);
 2. per node n, single-node guests totalling V_n:
@@ -101,7 +102,7 @@ def validate(host, options):
 
 
 def guest_pool(host, guests, options):
-    """The guest pool P (see SPEC.md, Terms)."""
+    """The guest pool P (doc/source/policy.rst, "Terms")."""
     pool = set(host.cpus)
     for cpus in (options.reserved_cpus, options.dedicated_cpus):
         pool -= cpus or set()

@@ -118,7 +118,11 @@ else
 fi
 other_down=0
 vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
-trap '[ -n "$vm_pid" ] && kill "$vm_pid" 2>/dev/null; rm -f "$why" "$vm_out"' EXIT
+# Under set -e a failing command in the trap would make the run's exit
+# status 1 whatever $status says (a kill of a VM run that had ended did,
+# in every run with the VM tests beside the rest): nothing here may fail.
+trap 'if [ -n "$vm_pid" ]; then kill "$vm_pid" 2>/dev/null || true; fi
+      rm -f "$why" "$vm_out" || true' EXIT
 
 count() {  # ENV: read back the counts of the env's stestr run
     local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent
@@ -229,6 +233,7 @@ done
 if [ -n "$vm_pid" ]; then
     echo "=== tox -e vm (started beside the stages after it) ==="
     vm_rc=0; wait "$vm_pid" || vm_rc=$?
+    vm_pid=  # reaped: its pid may be another process's now
     cat "$vm_out"; rm -f "$vm_out"
     if [ "$vm_rc" != 0 ]; then
         status=1

@@ -82,7 +82,7 @@ def status_text(st):
 
 
 def _pins_text(st):
-    """Interrupts, workqueues and irqbalance (``pins.status``)."""
+    """Interrupts, workqueues and irqbalance (``kernelwork.status``)."""
     if 'one_to_one_cpus' not in st:
         return []
     lines = ['one-to-one CPUs: %s' % (st['one_to_one_cpus'] or '(none)'),

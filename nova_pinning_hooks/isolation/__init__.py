@@ -1,15 +1,27 @@
 """Keeping host processes off the guests' CPUs (``nova-pinning-isolate``).
 
-One capability per module:
+One capability per module, in three groups.
 
-* ``config``: validate the configuration into ``Settings`` (or refuse);
+Host processes, confined to the reserved CPUs:
+
 * ``procfs``: read processes from /proc;
 * ``classify``: which processes may be moved, and why not;
 * ``cgroupv1`` / ``systemd``: the two backends, same small interface;
-* ``systemdbus``: systemd's D-Bus API, where there is no systemctl;
-* ``pidwatch``: follow daemon restarts through pid files (inotify);
+  ``systemdbus``: systemd's D-Bus API, where there is no systemctl;
+  ``backends``: which of the two a settings' mode uses;
+* ``pidwatch``: follow daemon restarts through pid files (inotify).
+
+The kernel's own work, kept off the one-to-one CPUs:
+
+* ``pinmap``: which CPUs are one-to-one now (from the vCPU threads);
+* ``interrupts``, ``workqueue``, ``irqbalance`` (``cpumask``: the
+  kernel's masks): each part; ``kernelwork``: all three following the
+  pin map, restored and reported together.
+
+The agent that holds both:
+
+* ``config``: validate the configuration into ``Settings`` (or refuse);
 * ``state``: the state file that makes every change undoable;
-* ``backends``: which of the two a settings' mode uses;
 * ``isolator``: apply, sweep and the ``watch`` loop;
 * ``restore``: ``undo``;
 * ``report``: ``status`` (``report.status(conf)`` is what

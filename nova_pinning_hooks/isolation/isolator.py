@@ -24,7 +24,7 @@ Invariants:
   examined (same start time): a reused pid is never moved by mistake;
 * one agent at a time (``state.Lock``);
 * interrupts, unbound workqueues and irqbalance follow the one-to-one
-  CPUs in force (``pins``: ``pinmap``, ``interrupts``, ``workqueue``,
+  CPUs in force (``kernelwork``: ``pinmap``, ``interrupts``, ``workqueue``,
   ``irqbalance``) at apply and at every sweep; a failure there is one log
   line and never stops the confinement of processes.
 """
@@ -40,7 +40,7 @@ from nova_pinning_hooks.isolation import backends
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import pidwatch
-from nova_pinning_hooks.isolation import pins
+from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import restore
 from nova_pinning_hooks.isolation import state
@@ -143,8 +143,8 @@ class Isolator:
 
     def follow_pins(self):
         """Interrupts, workqueues and irqbalance off the one-to-one CPUs
-        now in force (``pins.follow``); never raises."""
-        pins.follow(self.settings, self.state)
+        now in force (``kernelwork.follow``); never raises."""
+        kernelwork.follow(self.settings, self.state)
 
     # -- moving processes (cgroup v1) ----------------------------------------
 

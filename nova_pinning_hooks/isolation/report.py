@@ -18,7 +18,7 @@ binding state. Keys (absent when unknown):
 * systemd: ``slices`` (``{unit: {AllowedCPUs, EffectiveCPUs, ...}}``,
   with machine.slice), ``confined`` / ``not_confined`` (units whose
   EffectiveCPUs are / are not the reserved CPUs);
-* kernel work (``pins.status``): ``one_to_one_cpus`` (in force, from
+* kernel work (``kernelwork.status``): ``one_to_one_cpus`` (in force, from
   the vCPU threads), ``irqs_on_one_to_one`` (interrupts whose affinity
   still holds one of them), ``irqs_moved`` / ``irqs_refused`` (from the
   state file), ``irqs_firing_on_one_to_one`` (``{irq: interrupts
@@ -36,7 +36,7 @@ from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import backends
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.isolation import pins
+from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import state
 
 LOG = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def _pins(conf, settings):
     except state.StateError:
         st = None
     try:
-        return pins.status(
+        return kernelwork.status(
             settings, st,
             conf.nova_pinning_isolation.interrupt_sample_seconds)
     except OSError as exc:

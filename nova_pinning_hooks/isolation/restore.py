@@ -16,7 +16,7 @@ record's group name changed by hand) goes back to its recorded origin
 all the same.
 
 Interrupts, the unbound workqueue mask and irqbalance's banned CPUs get
-their recorded originals back (``pins.restore``), whatever the mode.
+their recorded originals back (``kernelwork.restore``), whatever the mode.
 
 systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value, after being
@@ -51,7 +51,7 @@ from oslo_log import log as logging
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.isolation import pins
+from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemd
@@ -155,7 +155,7 @@ def _still_confined(st, proc, configured=None):
 def _restore(st, paths, configured=None):
     # Interrupts, workqueues and irqbalance first: they never depend on
     # the processes, and a backend failure must not keep them.
-    failed = pins.restore(st, paths)
+    failed = kernelwork.restore(st, paths)
     try:
         if st['mode'] == 'v1':
             restored, others, failures = _undo_v1(

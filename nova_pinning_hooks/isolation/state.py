@@ -157,7 +157,7 @@ def _validate(state, path):
 
 
 def _validate_pins(state, path):
-    """The parts kept by ``pins``: undo writes their values to
+    """The parts kept by ``kernelwork``: undo writes their values to
     /proc/irq/<key>/ and the workqueue mask, so keys are numbers and
     values CPU sets."""
     def cpus(text):

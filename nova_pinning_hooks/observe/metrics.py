@@ -82,7 +82,7 @@ class HostView:
     errors: list = dataclasses.field(default_factory=list)
 
 
-# Interrupts and one-to-one CPUs (isolation.pins.status): served at 0
+# Interrupts and one-to-one CPUs (isolation.kernelwork.status): served at 0
 # where isolation is not configured, as the counts above.
 KERNEL_WORK = (
     ('one_to_one_cpus', 'one_to_one_cpus', 'Host CPUs that one vCPU thread '

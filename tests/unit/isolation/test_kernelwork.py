@@ -11,7 +11,7 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import cpumask
 from nova_pinning_hooks.isolation import interrupts
 from nova_pinning_hooks.isolation import pinmap
-from nova_pinning_hooks.isolation import pins
+from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import state
 from tests.unit.isolation import base
@@ -332,10 +332,10 @@ class TestStatus(PinsCase):
         self.one_to_one_guest()
         self.host.interrupts({24: {0: 10}, 28: {2: 100}})
         self.isolator().apply()
-        pins._LAST.clear()
-        self.addCleanup(pins._LAST.clear)
+        kernelwork._LAST.clear()
+        self.addCleanup(kernelwork._LAST.clear)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.isolation.pins._sleep', lambda s:
+            'nova_pinning_hooks.isolation.kernelwork._sleep', lambda s:
             self.host.interrupts({24: {0: 20}, 28: {2: 150, 3: 1}})))
         st = report.status(self.conf, self.host.paths)
         self.assertEqual('2-3', st['one_to_one_cpus'])

@@ -13,6 +13,7 @@ from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.observe import endpoint
 from nova_pinning_hooks.observe import httpserve
@@ -41,7 +42,7 @@ def _guard(func):
                 snapshot_mod.SnapshotError) as exc:
             raise common.UsageError(str(exc)) from None
         except Exception as exc:
-            if type(exc).__name__ in ('libvirtError', 'LibvirtTimeout'):
+            if libvirtapi.is_host_error(exc):
                 raise common.CommandFailed('libvirt: %s' % exc) from None
             raise
     return wrapper

@@ -101,10 +101,6 @@ class Runtime:
     def pass_metrics(self):
         return None if self.service is None else self.service.pass_metrics
 
-    @property
-    def ratio(self):
-        return self.ratio_file.ratio
-
     def request(self, reason, host=None):
         """Queue a pass (never blocks: see ``Coalescer.request``)."""
         if self.service is not None:
@@ -120,9 +116,6 @@ class Runtime:
         if not self.ratio_file.note(ratio, node):
             return False
         return self.request('allocation ratio now %s' % ratio)
-
-    def write_overcommit(self, ratio=None):
-        return self.ratio_file.write(ratio)
 
     def start(self):
         self.ratio_file.write()

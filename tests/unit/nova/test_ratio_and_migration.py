@@ -65,7 +65,7 @@ class TestRatioFromTheProviderTree(AgentTestCase):
         written = info.written_at
         self.report(16.0)  # unchanged: not written again
         self.assertEqual(written, overcommitfile.read(self.path).written_at)
-        self.assertEqual(16.0, self.agent.ratio)
+        self.assertEqual(16.0, self.agent.ratio_file.ratio)
 
     def test_placement_is_named_once_nova_reported_the_same_ratio(self):
         # Issue 34 R6: the file was rewritten only when the number

@@ -324,7 +324,7 @@ class TestServedFromTheStart(testtools.TestCase):
         self.assertLess(boot, time.time())
         a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
-        self.assertTrue(a.write_overcommit(2.0))
+        self.assertTrue(a.ratio_file.write(2.0))
         written = overcommit_times(conf)['written']
         self.assertLess(abs(time.time() - written), 5)
         text = metrics.exposition(metrics.HostView(

@@ -215,7 +215,7 @@ class TestTextfileInNovaCompute(OneGuestCase):
     def run_passes(self, conf, n):
         a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
-        a.write_overcommit()
+        a.ratio_file.write()
         for i in range(n):
             self.assertTrue(a.coalescer.request('t%d' % i, wait=True,
                                                 timeout=30))
@@ -359,7 +359,7 @@ class TestTheOvercommitFileOpenedOnce(OneGuestCase):
                                    metrics_textfile=self.path)
         self.runtime = runtime.Runtime(self.conf, out_of_process=False)
         self.addCleanup(self.runtime.stop)
-        self.assertTrue(self.runtime.write_overcommit())
+        self.assertTrue(self.runtime.ratio_file.write())
         path = self.conf.nova_pinning.overcommit_file
         read_json = statefile.read_json
         self.opened = []

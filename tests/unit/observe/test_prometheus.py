@@ -114,7 +114,7 @@ class TestDashboardSeries(testtools.TestCase):
         conf = nova_like_conf(self)
         a = runtime.Runtime(conf, out_of_process=False)
         self.addCleanup(a.stop)
-        self.assertTrue(a.write_overcommit(2.0))
+        self.assertTrue(a.ratio_file.write(2.0))
         rec = reconciler.Reconciler(conf)
         self.addCleanup(rec.close)
         stats = passstats.PassStats()

@@ -19,6 +19,7 @@ is first read: the commands read them all before doing anything
 
 import math
 import re
+import typing
 
 from oslo_config import cfg
 from oslo_config import types
@@ -43,7 +44,7 @@ _FLOAT = re.compile(r'[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})'
 class StrictInteger(types.Integer):
     """An integer in ASCII digits."""
 
-    def __call__(self, value):
+    def __call__(self, value: typing.Any) -> typing.Optional[int]:
         if isinstance(value, str) and value.strip() and \
                 _INTEGER.fullmatch(value.strip()) is None:
             raise ValueError('%.40r is not an integer' % value)
@@ -53,7 +54,7 @@ class StrictInteger(types.Integer):
 class FiniteFloat(types.Float):
     """A finite number in ASCII digits: not ``inf``, ``nan`` or ``'٣'``."""
 
-    def __call__(self, value):
+    def __call__(self, value: typing.Any) -> typing.Optional[float]:
         if isinstance(value, str) and value.strip() and (
                 _FLOAT.fullmatch(value.strip()) is None or
                 not math.isfinite(float(value))):
@@ -68,7 +69,7 @@ class ListenAddress(types.String):
     """``ADDR:PORT`` or ``[IPv6]:PORT`` with a literal IP address, or
     empty."""
 
-    def __call__(self, value):
+    def __call__(self, value: typing.Any) -> str:
         value = super().__call__(value)
         if value:
             # Imported here: nova and oslo-config-generator load this
@@ -81,7 +82,10 @@ class ListenAddress(types.String):
 class IntOpt(cfg.IntOpt):
     """``cfg.IntOpt`` typed ``StrictInteger``."""
 
-    def __init__(self, name, min=None, max=None, **kwargs):  # noqa: A002
+    def __init__(self, name: str,
+                 min: typing.Optional[int] = None,  # noqa: A002
+                 max: typing.Optional[int] = None,  # noqa: A002
+                 **kwargs: typing.Any) -> None:
         cfg.Opt.__init__(self, name, type=StrictInteger(min=min, max=max),
                          **kwargs)
 
@@ -89,7 +93,10 @@ class IntOpt(cfg.IntOpt):
 class FloatOpt(cfg.FloatOpt):
     """``cfg.FloatOpt`` typed ``FiniteFloat``."""
 
-    def __init__(self, name, min=None, max=None, **kwargs):  # noqa: A002
+    def __init__(self, name: str,
+                 min: typing.Optional[float] = None,  # noqa: A002
+                 max: typing.Optional[float] = None,  # noqa: A002
+                 **kwargs: typing.Any) -> None:
         cfg.Opt.__init__(self, name, type=FiniteFloat(min=min, max=max),
                          **kwargs)
 
@@ -368,14 +375,14 @@ isolation_opts = [
 ]
 
 
-def _fresh(group):
+def _fresh(group: cfg.OptGroup) -> cfg.OptGroup:
     # ConfigOpts.register_group keeps a shallow copy of the group, whose
     # option table (and so every override) would be shared by every
     # ConfigOpts registered from the same OptGroup object.
     return cfg.OptGroup(group.name, title=group.title, help=group.help)
 
 
-def register_opts(conf):
+def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register every option on ``conf``; safe to call more than once.
 
     Each ConfigOpts gets groups of its own, so values set on one (tests,
@@ -386,7 +393,7 @@ def register_opts(conf):
         conf.register_opts(opts, group=group.name)
 
 
-def list_opts():
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     """The oslo-config-generator entry point."""
     return [(pinning_group, pinning_opts),
             (isolation_group, isolation_opts)]

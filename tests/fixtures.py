@@ -84,6 +84,30 @@ def run_agent(test, agent, join_timeout=10):
     return agent
 
 
+def current_runtime():
+    """The runtime ``activation.activate`` made in this process, or None
+    (what was ``activation.current``; only the tests ask)."""
+    from nova_pinning_hooks.nova import activation
+    return activation._RUNTIME
+
+
+def uninstall_migration_filter(module=None, driver_cls=None):
+    """Undo ``migration.install``: nova's live migration XML function and
+    its driver's existing-XML method as they were (what was
+    ``migration.uninstall``; only the tests undo it). ``module`` and
+    ``driver_cls`` default to nova's, as for ``install``."""
+    from nova_pinning_hooks.nova import migration
+
+    def unwrap(owner, name):
+        current = owner.__dict__.get(name) if isinstance(owner, type) else \
+            getattr(owner, name, None)
+        if current is not None and getattr(current, migration.MARK, False):
+            setattr(owner, name, current.__wrapped__)
+
+    unwrap(module or migration._module(), migration.FUNCTION)
+    unwrap(driver_cls or migration._driver_class(), migration.METHOD)
+
+
 class FakeNovaLibvirtFixture(fixtures.Fixture):
     """Stands in for nova's libvirt driver class and libvirt migration
     module where nova is not installed (unit and functional tests), with

@@ -12,7 +12,9 @@ Exit status of every command (``doc/source/security.rst``):
 
 import errno
 import glob
+import logging
 import os
+import typing
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import snapshot
@@ -22,6 +24,9 @@ from nova_pinning_hooks.observe import version
 
 CONFIG_LIMIT = 1 << 20    # bytes in one configuration file
 SNAPSHOT_LIMIT = snapshot.MAX_BYTES
+# What a sub-command of ``nova-pinning`` returns: the text for stdout, or
+# (that text, exit status, the one line for stderr).
+CommandOutput = typing.Union[str, tuple[str, int, str]]
 
 
 class UsageError(Exception):
@@ -32,8 +37,11 @@ class CommandFailed(Exception):
     """The work failed (or was done in part): one line, exit status 1."""
 
 
-def _config_args(argv):
+def _config_args(argv: typing.Iterable[str]
+                 ) -> tuple[list[str], list[str]]:
     """The --config-file and --config-dir values on a command line."""
+    files: list[str]
+    dirs: list[str]
     files, dirs = [], []
     args = iter(argv)
     for arg in args:
@@ -50,7 +58,7 @@ def _config_args(argv):
 MAX_INTERVAL = 3600.0  # seconds a command samples or refreshes at most
 
 
-def number_arg(text, high, unit):
+def number_arg(text: str, high: float, unit: str) -> float:
     """A finite number in plain ASCII digits, 0 to ``high`` (``nan``,
     ``inf``, ``-1``, ``1e9`` refused), for argparse types."""
     import argparse
@@ -67,17 +75,17 @@ def number_arg(text, high, unit):
     return value
 
 
-def seconds_arg(text):
+def seconds_arg(text: str) -> float:
     """An argparse type: 0 to ``MAX_INTERVAL`` seconds."""
     return number_arg(text, MAX_INTERVAL, 'seconds')
 
 
-def percent_arg(text):
+def percent_arg(text: str) -> float:
     """An argparse type: 0 to 100 percent."""
     return number_arg(text, 100.0, 'percent')
 
 
-def listen_arg(text):
+def listen_arg(text: str) -> tuple[str, int]:
     """An argparse type: ``ADDR:PORT`` or ``[IPv6]:PORT`` with a literal
     IP address and a port 1-65535 -> (address, port)."""
     import argparse
@@ -88,7 +96,8 @@ def listen_arg(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def check_config_files(argv, project, prog):
+def check_config_files(argv: typing.Iterable[str], project: str,
+                       prog: str) -> None:
     """Refuse, before oslo.config reads them, configuration files that
     are not small regular files (a FIFO would hang the command, a device
     or a huge file exhaust its memory). Raises ``UsageError``."""
@@ -111,7 +120,7 @@ def check_config_files(argv, project, prog):
             raise UsageError(str(exc.strerror or exc)) from None
 
 
-def check_known_options(conf):
+def check_known_options(conf: typing.Any) -> None:
     """Refuse configuration files that name, in a section of this
     package, an option it does not have, or that hold a section whose
     name looks like one of this package's and is not (``[isolation]``
@@ -132,7 +141,8 @@ def check_known_options(conf):
     for path in files:
         if path == os.devnull or not os.path.exists(path):
             continue
-        sections = {}
+        # {section: {option: [values]}}, as oslo.config's parser fills it
+        sections: dict[str, dict[str, list[str]]] = {}
         try:
             cfg.ConfigParser(path, sections).parse()
         except (OSError, cfg.ParseError) as exc:
@@ -156,11 +166,13 @@ def check_known_options(conf):
                                  '[%s]?)' % (path, section, guess))
 
 
-def read_input(path, stdin=None):
+def read_input(path: str, stdin: typing.Optional[typing.BinaryIO] = None
+               ) -> str:
     """A snapshot file's text ("-": standard input), bounded in size,
     a regular file only. Raises ``UsageError``."""
     try:
         if path == '-':
+            assert stdin is not None  # "-" is read from ``stdin``
             data = safefs.read_stream(stdin, SNAPSHOT_LIMIT, 'input')
         else:
             data = safefs.read_file(path, SNAPSHOT_LIMIT, 'snapshot')
@@ -174,7 +186,8 @@ def read_input(path, stdin=None):
                          % (path, exc.reason)) from None
 
 
-def parse(conf, argv, project, prog):
+def parse(conf: typing.Any, argv: typing.Optional[typing.Sequence[str]],
+          project: str, prog: str) -> None:
     """``conf(argv)``; every failure a one-line ``UsageError``.
 
     argparse prints a usage text and an error line, then exits 2; oslo
@@ -213,12 +226,12 @@ def parse(conf, argv, project, prog):
     sys.stderr.write(captured.getvalue())  # warnings, if any
 
 
-def _first_line(exc):
+def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0] if text.strip() else type(exc).__name__
 
 
-def _option_error(exc):
+def _option_error(exc: BaseException) -> str:
     """oslo.config's "Value for option X from LocationInfo(...) is not
     valid: why" as "X: why" (the group is added by the caller)."""
     text = _first_line(exc)
@@ -229,7 +242,7 @@ def _option_error(exc):
     return text
 
 
-def validate_options(conf):
+def validate_options(conf: typing.Any) -> None:
     """Read every option once, so a bad value in a configuration file is
     refused now (exit 2) rather than when first used, mid-command, as a
     traceback. oslo.config parses file values lazily. Floats must also be
@@ -238,7 +251,8 @@ def validate_options(conf):
 
     from oslo_config import cfg
 
-    def check(group, name, value):
+    def check(group: typing.Optional[str], name: str,
+              value: typing.Any) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             where = '[%s] %s' % (group or 'DEFAULT', name)
             raise UsageError('%s: %r is not a finite number' % (where, value))
@@ -260,7 +274,7 @@ def validate_options(conf):
             check(None, name, value)
 
 
-def setup_logging(conf, prog):
+def setup_logging(conf: typing.Any, prog: str) -> None:
     """oslo.log's set-up; without ``--debug`` no log record prints a
     traceback: its exception is appended to its one line instead."""
     import logging as std_logging
@@ -273,7 +287,7 @@ def setup_logging(conf, prog):
             handler.addFilter(_OneLineRecords())
 
 
-def _exception_line(exc):
+def _exception_line(exc: BaseException) -> str:
     return ('%s: %s' % (type(exc).__name__, _first_line(exc))
             if str(exc).strip() else type(exc).__name__)
 
@@ -282,7 +296,7 @@ class _OneLineRecords:
     """A logging filter: a record's exception becomes text after its
     message, never a traceback."""
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
             record.msg = '%s: %s' % (record.getMessage(),
                                      _exception_line(record.exc_info[1]))
@@ -292,7 +306,8 @@ class _OneLineRecords:
         return True
 
 
-def report_unexpected(prog, conf, exc):
+def report_unexpected(prog: str, conf: typing.Any,
+                      exc: BaseException) -> int:
     """One line for a failure nobody foresaw; the traceback only with
     ``--debug``. Returns exit status 1."""
     import sys

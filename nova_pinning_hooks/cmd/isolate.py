@@ -16,10 +16,12 @@ sections, or a section named like one of its own and misspelt
 by ``nova-pinning``.
 """
 
+import argparse
 import json
 import signal
 import sys
 import threading
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -36,7 +38,9 @@ from nova_pinning_hooks.isolation import state
 PROG = 'nova-pinning-isolate'
 
 
-def _add_parsers(subparsers):
+def _add_parsers(
+        subparsers: 'argparse._SubParsersAction[argparse.ArgumentParser]'
+) -> None:
     subparsers.add_parser('apply', help='confine host processes now')
     subparsers.add_parser('watch', help='apply, then keep them confined '
                           'as daemons restart (the service)')
@@ -45,7 +49,7 @@ def _add_parsers(subparsers):
     sp.add_argument('--format', choices=('text', 'json'), default='text')
 
 
-def status_text(st):
+def status_text(st: dict[str, typing.Any]) -> str:
     """The status dict as lines for people."""
     lines = ['state: %s' % st.get('state')]
     if st.get('earlier_boot'):
@@ -81,7 +85,7 @@ def status_text(st):
     return '\n'.join(lines) + '\n'
 
 
-def _pins_text(st):
+def _pins_text(st: dict[str, typing.Any]) -> list[str]:
     """Interrupts, workqueues and irqbalance (``kernelwork.status``)."""
     if 'one_to_one_cpus' not in st:
         return []
@@ -109,7 +113,7 @@ def _pins_text(st):
     return lines
 
 
-def _watch(conf):
+def _watch(conf: cfg.ConfigOpts) -> str:
     iso = isolator.Isolator(conf)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -118,14 +122,14 @@ def _watch(conf):
     return 'stopped; host processes stay confined (undo to release)\n'
 
 
-def _apply(conf):
+def _apply(conf: cfg.ConfigOpts) -> str:
     iso = isolator.Isolator(conf)
     moved = iso.apply()
     return '%s: host processes confined to CPUs %s; %d moved now\n' % (
         iso.settings.mode, conf.nova_pinning.reserved_cpus, moved)
 
 
-def _undo(conf):
+def _undo(conf: cfg.ConfigOpts) -> str:
     result = restore.undo(conf)
     if result.mode is None and not result.failures:
         return 'nothing to undo\n'
@@ -140,7 +144,7 @@ def _undo(conf):
     return text
 
 
-def _status(conf):
+def _status(conf: cfg.ConfigOpts) -> str:
     st = report.status(conf)
     if conf.command.format == 'json':
         return json.dumps(st, indent=1, sort_keys=True) + '\n'
@@ -151,7 +155,7 @@ COMMANDS = {'apply': _apply, 'watch': _watch, 'undo': _undo,
             'status': _status}
 
 
-def main(argv=None):
+def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)

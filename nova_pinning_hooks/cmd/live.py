@@ -8,6 +8,8 @@ is 1.
 
 import json
 import time
+import types
+import typing
 
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks.engine import cpuset
@@ -24,18 +26,20 @@ from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
 from nova_pinning_hooks.runtime import service
 
+_T = typing.TypeVar('_T')
 
-def _reconciler(conf):
+
+def _reconciler(conf: typing.Any) -> reconciler.Reconciler:
     uri = getattr(conf.command, 'connection', None)
     if uri:
         conf.set_override('connection_uri', uri, group='nova_pinning')
     return reconciler.Reconciler(conf)
 
 
-def _guard(func):
+def _guard(func: typing.Callable[..., _T]) -> typing.Callable[..., _T]:
     """Turn failures into one-line errors: bad settings exit 2, a libvirt
     that cannot be reached (or answers too late) exits 1."""
-    def wrapper(conf, **kwargs):
+    def wrapper(conf: typing.Any, **kwargs: typing.Any) -> _T:
         try:
             return func(conf, **kwargs)
         except (settings_mod.SettingsError,
@@ -49,7 +53,7 @@ def _guard(func):
 
 
 @_guard
-def cmd_snapshot(conf):
+def cmd_snapshot(conf: typing.Any) -> str:
     rec = _reconciler(conf)
     try:
         return json.dumps(rec.read(), indent=1) + '\n'
@@ -57,7 +61,7 @@ def cmd_snapshot(conf):
         rec.close()
 
 
-def _isolation_status(conf):
+def _isolation_status(conf: typing.Any) -> dict[str, typing.Any]:
     """The host isolation agent's view, if that part is installed."""
     try:
         return report.status(conf)
@@ -68,7 +72,10 @@ def _isolation_status(conf):
 _sleep = time.sleep  # tests replace it
 
 
-def plan_and_sample(rec, interval):
+def plan_and_sample(rec: reconciler.Reconciler, interval: float
+                    ) -> tuple[snapshot_mod.Snapshot, plan_mod.Plan,
+                               list[plan_mod.PinChange],
+                               typing.Optional[stealview.Measurement]]:
     """(snapshot, plan, changes, Measurement or None): the host read and
     planned between two samples of vCPU counters ``interval`` seconds
     apart (no sample for 0). Three reads of the host in all."""
@@ -77,6 +84,7 @@ def plan_and_sample(rec, interval):
     snap, p, changes = rec.plan()
     if not interval:
         return snap, p, changes, None
+    assert first is not None  # read above: ``interval`` is set
     left = start + interval - time.monotonic()
     if left > 0:
         _sleep(left)
@@ -86,7 +94,7 @@ def plan_and_sample(rec, interval):
                                                changes)
 
 
-def _unknown_facts(rec):
+def _unknown_facts(rec: reconciler.Reconciler) -> dict[str, str]:
     """{guest name: why} of the guests whose qemu process could not be
     proven here (``qemuproof``): their /proc facts are unknown."""
     proof = getattr(rec.host(), 'proof', None)
@@ -94,7 +102,7 @@ def _unknown_facts(rec):
 
 
 @_guard
-def cmd_status(conf):
+def cmd_status(conf: typing.Any) -> str:
     rec = _reconciler(conf)
     try:
         snap, p, changes, measured = plan_and_sample(
@@ -107,6 +115,7 @@ def cmd_status(conf):
     threshold = conf.nova_pinning.steal_warning_percent
     iso = _isolation_status(conf)
     drift = snap.drift()
+    assert settings is not None  # read by ``plan``
     source = settings.ratio_source
     fmt = cpuset.format
     if conf.command.format == 'json':
@@ -149,7 +158,7 @@ def cmd_status(conf):
     return text + '\n' + _isolation_text(iso)
 
 
-def _isolation_text(iso):
+def _isolation_text(iso: object) -> str:
     if not isinstance(iso, dict):
         return 'host isolation: %s\n' % (iso,)
     if 'error' in iso:
@@ -160,7 +169,7 @@ def _isolation_text(iso):
 
 
 @_guard
-def cmd_metrics(conf):
+def cmd_metrics(conf: typing.Any) -> common.CommandOutput:
     """The exposition; exit 1 (after printing it, ``nova_pinning_up``
     0) when part of the host could not be read."""
     rec = _reconciler(conf)
@@ -174,7 +183,7 @@ def cmd_metrics(conf):
     return text
 
 
-def cmd_exporter(conf):
+def cmd_exporter(conf: typing.Any) -> str:
     """Serve the metrics on ``--listen`` until Ctrl-C (exit 0)."""
     import threading
 
@@ -193,7 +202,8 @@ def cmd_exporter(conf):
 
 
 @_guard
-def cmd_rebind(conf, release=False):
+def cmd_rebind(conf: typing.Any,
+               release: bool = False) -> common.CommandOutput:
     rec = _reconciler(conf)
     try:
         result = rec.run_pass(dry_run=conf.command.dry_run,
@@ -235,7 +245,7 @@ def cmd_rebind(conf, release=False):
     return text
 
 
-def cmd_release(conf):
+def cmd_release(conf: typing.Any) -> common.CommandOutput:
     """Undo the binding of every managed guest, in one locked pass."""
     return cmd_rebind(conf, release=True)
 
@@ -246,7 +256,8 @@ HIDE_CURSOR, SHOW_CURSOR = '\x1b[?25l', '\x1b[?25h'
 ALT_SCREEN, MAIN_SCREEN = '\x1b[?1049h', '\x1b[?1049l'
 
 
-def _frame(conf, p, m, threshold, when):
+def _frame(conf: typing.Any, p: plan_mod.Plan, m: stealview.Measurement,
+           threshold: float, when: time.struct_time) -> list[str]:
     head = 'nova-pinning top  %s  %s  every %gs  (q or Ctrl-C quits)' % (
         conf.nova_pinning.connection_uri, time.strftime('%H:%M:%S', when),
         conf.command.interval)
@@ -260,12 +271,13 @@ class _Terminal:
     """Keys without Enter, no echo, the cursor hidden, drawn on the
     alternate screen; all restored on leaving, whatever ends the loop."""
 
-    def __init__(self, stdin, stdout):
+    def __init__(self, stdin: typing.TextIO, stdout: typing.TextIO) -> None:
         self.stdin, self.stdout = stdin, stdout
         self.fd = stdin.fileno() if stdin.isatty() else None
-        self.saved = None
+        # termios.tcgetattr's attributes, while changed
+        self.saved: typing.Optional[list[typing.Any]] = None
 
-    def __enter__(self):
+    def __enter__(self) -> '_Terminal':
         if self.fd is not None:
             import termios
             import tty
@@ -275,14 +287,15 @@ class _Terminal:
         self.stdout.flush()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.saved is not None:
             import termios
+            assert self.fd is not None  # saved from it (``__enter__``)
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
         self.stdout.write(SHOW_CURSOR + MAIN_SCREEN)
         self.stdout.flush()
 
-    def wait_for_quit(self, seconds):
+    def wait_for_quit(self, seconds: float) -> bool:
         """Wait up to ``seconds``; True if ``q`` was pressed."""
         import select
         if self.fd is None:
@@ -305,7 +318,7 @@ TOP_MIN_INTERVAL = 0.5
 
 
 @_guard
-def cmd_top(conf):
+def cmd_top(conf: typing.Any) -> str:
     """Steal per guest, worst first, refreshed every ``--interval``."""
     import shutil
     import sys
@@ -322,6 +335,7 @@ def cmd_top(conf):
     try:
         if conf.command.once:
             _, p, _, m = plan_and_sample(rec, interval)
+            assert m is not None  # sampled: ``interval`` is not 0
             return '\n'.join(_frame(conf, p, m, threshold,
                                     time.localtime())) + '\n'
         out = sys.stdout
@@ -347,7 +361,7 @@ def cmd_top(conf):
         rec.close()
 
 
-def cmd_agent(conf):
+def cmd_agent(conf: typing.Any) -> str:
     """Run the binding agent until SIGTERM/SIGINT (exit 0)."""
     import signal
     import sys
@@ -367,7 +381,8 @@ def cmd_agent(conf):
         listen = httpserve.parse_listen(conf.nova_pinning.metrics_listen)
     stop = threading.Event()
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int,
+                  frame: typing.Optional[types.FrameType]) -> None:
         stop.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)

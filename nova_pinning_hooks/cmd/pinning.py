@@ -31,8 +31,10 @@ configuration (one message on stderr, nothing printed on stdout, nothing
 changed).
 """
 
+import argparse
 import json
 import sys
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -52,7 +54,9 @@ PROG = 'nova-pinning'
 UsageError = common.UsageError
 
 
-def _add_parsers(subparsers):
+def _add_parsers(
+        subparsers: 'argparse._SubParsersAction[argparse.ArgumentParser]'
+) -> None:
     p = subparsers.add_parser('plan', help='plan a saved host snapshot')
     p.add_argument('--snapshot', required=True, metavar='FILE',
                    help='snapshot JSON file ("-" for standard input)')
@@ -103,11 +107,13 @@ def _add_parsers(subparsers):
         sp.set_defaults(func=func)
 
 
-def read_snapshot_file(path):
+def read_snapshot_file(path: str) -> str:
     return common.read_input(path, sys.stdin.buffer)
 
 
-def plan_snapshot(text, conf):
+def plan_snapshot(text: str, conf: cfg.ConfigOpts
+                  ) -> tuple[snapshot_mod.Snapshot, plan_mod.Plan,
+                             list[plan_mod.PinChange]]:
     """Snapshot text -> (snapshot, plan, changes); UsageError if bad."""
     try:
         snap = snapshot_mod.loads(
@@ -118,7 +124,8 @@ def plan_snapshot(text, conf):
     return snap, p, plan_mod.changes(p, snap.guests)
 
 
-def plan_output(text, conf, fmt='table', title=None):
+def plan_output(text: str, conf: cfg.ConfigOpts, fmt: str = 'table',
+                title: typing.Optional[str] = None) -> str:
     """Snapshot text -> the printed plan (table or JSON text)."""
     snap, p, change_list = plan_snapshot(text, conf)
     if fmt == 'json':
@@ -129,14 +136,15 @@ def plan_output(text, conf, fmt='table', title=None):
                              title=title)
 
 
-def cmd_plan(conf):
+def cmd_plan(conf: cfg.ConfigOpts) -> str:
     args = conf.command
     return plan_output(read_snapshot_file(args.snapshot), conf, args.format,
                        title='plan of %s' % args.snapshot)
 
 
-def _live(name):
-    def run(conf):
+def _live(name: str
+          ) -> typing.Callable[[cfg.ConfigOpts], common.CommandOutput]:
+    def run(conf: cfg.ConfigOpts) -> common.CommandOutput:
         from nova_pinning_hooks.cmd import live
         return getattr(live, name)(conf)
     return run
@@ -161,7 +169,9 @@ _LIVE_COMMANDS = (
 )
 
 
-def parse_args(argv, conf=None):
+def parse_args(argv: typing.Optional[typing.Sequence[str]],
+               conf: typing.Optional[cfg.ConfigOpts] = None
+               ) -> cfg.ConfigOpts:
     conf = conf or cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     logging.register_options(conf)
@@ -179,7 +189,7 @@ def parse_args(argv, conf=None):
     return conf
 
 
-def main(argv=None):
+def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)

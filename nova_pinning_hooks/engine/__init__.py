@@ -14,5 +14,7 @@ nova or oslo. Its tests are tables.
   ``replan``: planning again only what changed;
 * ``snapshot``: the snapshot format ``nova-pinning plan`` reads;
   ``strict``: strict JSON; ``migratexml``: nova's migration XML without
-  our pins; ``steal``: steal rates from two samples of vCPU counters.
+  our pins; ``steal``: steal rates from two samples of vCPU counters;
+  ``cpumask``: the kernel's hexadecimal CPU masks (and systemd's byte
+  masks) as sets.
 """

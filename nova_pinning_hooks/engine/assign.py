@@ -31,8 +31,19 @@ container's CPUs never move there either, but here a guest that grew only
 gets the difference) and fills half-used cores before breaking new ones.
 """
 
+import typing
 
-def assign_node(host, pool, guests, trace=None):
+from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import topology
+
+# What ``assign_node``'s ``trace`` receives for each guest.
+_Trace = tuple[str, int, set[int], dict[frozenset[int], int]]
+
+
+def assign_node(host: topology.HostTopology, pool: frozenset[int],
+                guests: typing.Sequence[guest_mod.Guest],
+                trace: typing.Optional[list[_Trace]] = None
+                ) -> tuple[dict[str, dict[int, int]], dict[str, str]]:
     """Map each guest's vCPUs to single pCPUs of ``pool`` (one node).
 
     Returns ``({uuid: {vcpu: cpu}}, {uuid: why})``, the second for guests
@@ -95,7 +106,10 @@ def assign_node(host, pool, guests, trace=None):
     return result, split
 
 
-def _l3_area(count, domains, domain_cores, taken, own):
+def _l3_area(count: int, domains: list[frozenset[int]],
+             domain_cores: dict[frozenset[int], list[frozenset[int]]],
+             taken: set[int], own: set[int]
+             ) -> tuple[frozenset[int], typing.Optional[str]]:
     """(the pCPUs to take ``count`` from, why they span L3 domains);
     ``domain_cores``: each domain's cores."""
     free = {d: d - taken for d in domains}  # once: read several times
@@ -105,7 +119,7 @@ def _l3_area(count, domains, domain_cores, taken, own):
             return home[0], None
     fits = [d for d in domains if len(free[d]) >= count]
     if fits:
-        def fit(d):
+        def fit(d: frozenset[int]) -> tuple[bool, int, int]:
             avail = free[d]
             whole = sum(len(c) for c in domain_cores[d] if c <= avail)
             return (whole < count, len(avail), min(d))
@@ -114,6 +128,7 @@ def _l3_area(count, domains, domain_cores, taken, own):
             return best, ('its new vCPUs did not fit the L3 domain of its '
                           'kept pCPUs')
         return best, None
+    area: frozenset[int]
     area, got, used = frozenset(), 0, 0
     for d in sorted(domains, key=lambda d: (-len(free[d]), min(d))):
         if got >= count:
@@ -125,16 +140,18 @@ def _l3_area(count, domains, domain_cores, taken, own):
                   'over %d)' % used)
 
 
-def _take(count, cores, pool, taken, own, core_of):
+def _take(count: int, cores: list[frozenset[int]], pool: frozenset[int],
+          taken: set[int], own: set[int],
+          core_of: dict[int, frozenset[int]]) -> list[int]:
     """Pick ``count`` free pCPUs, in core order, whole cores first.
 
     A core is whole only if every online sibling is in the pool and free:
     a sibling left to the host (reserved) or to another guest is a noisy
     neighbour, so such a core only serves remainders.
     """
-    picked = []
+    picked: list[int] = []
 
-    def free(core):
+    def free(core: frozenset[int]) -> list[int]:
         return sorted((core & pool) - taken - set(picked))
 
     # 1. Free siblings of the pCPUs the guest already holds.

@@ -20,6 +20,7 @@ Invariants:
 """
 
 import functools
+import typing
 
 # A bound on CPU ids: larger numbers are typos, not hosts (Linux's
 # NR_CPUS tops out at 8192; leave room).
@@ -28,7 +29,7 @@ MAX_TEXT = 65536  # characters in one CPU set text
 MAX_DIGITS = 10
 
 
-def parse_uint(text, what, maximum):
+def parse_uint(text: object, what: str, maximum: int) -> int:
     """A non-negative int from ASCII digits only, at most ``maximum``.
     Raises ValueError naming ``what``."""
     if not isinstance(text, str):
@@ -47,7 +48,7 @@ class CpusetError(ValueError):
     """A CPU set text that cannot be parsed, or names CPUs it must not."""
 
 
-def _parse_int(token, text):
+def _parse_int(token: str, text: str) -> int:
     token = token.strip()
     if not (token.isascii() and token.isdigit()) or \
             len(token) > MAX_DIGITS:
@@ -60,7 +61,7 @@ def _parse_int(token, text):
     return value
 
 
-def _parse_range(part, text):
+def _parse_range(part: str, text: str) -> tuple[int, int]:
     if '-' in part:
         lo, _, hi = part.partition('-')
         first, last = _parse_int(lo, text), _parse_int(hi, text)
@@ -72,10 +73,11 @@ def _parse_range(part, text):
     return value, value
 
 
-def _expand(intervals, limit=MAX_CPU_ID):
+def _expand(intervals: typing.Iterable[tuple[int, int]],
+            limit: int = MAX_CPU_ID) -> list[int]:
     """The CPUs of ``intervals`` ((first, last) pairs) up to ``limit``,
     merged first so that overlapping ranges cost nothing more."""
-    cpus = []
+    cpus: list[int] = []
     end = -1
     for first, last in sorted(intervals):
         last = min(last, limit)
@@ -86,7 +88,7 @@ def _expand(intervals, limit=MAX_CPU_ID):
     return cpus
 
 
-def _count(intervals, limit):
+def _count(intervals: typing.Iterable[tuple[int, int]], limit: int) -> int:
     """How many CPUs ``_expand`` would return, without expanding."""
     total, end = 0, -1
     for first, last in sorted(intervals):
@@ -99,7 +101,9 @@ def _count(intervals, limit):
 
 
 @functools.lru_cache(maxsize=4096)
-def parse(text, allow_empty=False, limit=None, max_count=None):
+def parse(text: object, allow_empty: bool = False,
+          limit: typing.Optional[int] = None,
+          max_count: typing.Optional[int] = None) -> frozenset[int]:
     """Parse libvirt CPU set syntax into a frozenset of CPU ids.
 
     ``0-3,^2,8`` gives ``{0, 1, 3, 8}``. Exclusions (``^N`` or ``^N-M``)
@@ -143,7 +147,7 @@ def parse(text, allow_empty=False, limit=None, max_count=None):
 
 
 @functools.lru_cache(maxsize=4096)
-def format(cpus):  # noqa: A001 - mirrors parse()
+def format(cpus: frozenset[int]) -> str:  # noqa: A001 - mirrors parse()
     """Format a set of CPU ids canonically: ``{0, 1, 2, 5}`` -> ``0-2,5``."""
     if not cpus:
         return ''
@@ -160,13 +164,15 @@ def format(cpus):  # noqa: A001 - mirrors parse()
     return ','.join(parts)
 
 
-def _span(first, last):
+def _span(first: int, last: int) -> str:
     if first == last:
         return str(first)
     return '%d-%d' % (first, last)
 
 
-def parse_optional(text, what, known=None):
+def parse_optional(text: object, what: str,
+                   known: typing.Optional[frozenset[int]] = None
+                   ) -> typing.Optional[frozenset[int]]:
     """Parse an optional CPU set option; None or '' means "not set".
 
     With ``known`` (the host's CPUs), naming a CPU outside it is an error

@@ -47,7 +47,7 @@ FALLBACK = 'node-pool-fallback'
 class Placement(typing.NamedTuple):
     """The pCPUs of a guest's emulator and I/O threads, and why."""
 
-    cpus: frozenset
+    cpus: frozenset[int]
     rule: str
     reason: str
 
@@ -60,7 +60,7 @@ _WITH_VCPUS = {
 }
 
 
-def with_vcpus(setting):
+def with_vcpus(setting: str) -> tuple[str, str]:
     """(rule, reason) of a guest whose emulator and I/O threads run on
     its vCPUs' pCPUs: every guest with ``guest``, the range guests with
     ``shared``. One lookup: a host range of thousands of guests asks it
@@ -72,8 +72,10 @@ def with_vcpus(setting):
                          % (', '.join(SETTINGS), setting)) from None
 
 
-def place(setting, one_to_one, vcpu_cpus, node=None, node_pool=(),
-          held=()):
+def place(setting: str, one_to_one: bool, vcpu_cpus: frozenset[int],
+          node: typing.Optional[int] = None,
+          node_pool: typing.Collection[int] = (),
+          held: typing.Iterable[int] = ()) -> Placement:
     """The ``Placement`` of a guest's emulator and I/O threads.
 
     ``setting``: ``guest`` or ``shared``; ``one_to_one``: the guest is
@@ -85,11 +87,12 @@ def place(setting, one_to_one, vcpu_cpus, node=None, node_pool=(),
     why = with_vcpus(setting)
     if setting == GUEST or not one_to_one:
         return Placement(vcpu_cpus, *why)
+    home = typing.cast(int, node)  # one-to-one: always given
     free = frozenset(node_pool).difference(held)
     if free:
         return Placement(free, POOL_FREE,
                          'emulator and I/O threads on the pCPUs of node '
-                         '%d\'s pool that no one-to-one vCPU holds' % node)
+                         '%d\'s pool that no one-to-one vCPU holds' % home)
     return Placement(frozenset(node_pool), FALLBACK,
                      'emulator and I/O threads on node %d\'s pool: every '
-                     'pCPU of it holds a one-to-one vCPU' % node)
+                     'pCPU of it holds a one-to-one vCPU' % home)

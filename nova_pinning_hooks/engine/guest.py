@@ -39,7 +39,7 @@ _READ_TAGS = ('<name', '<uuid', '<metadata', '<memory', '<vcpu', '<cputune',
               '<iothread', '<numatune', '<cpu')
 
 
-def _head(xml_text):
+def _head(xml_text: str) -> str:
     """The domain XML up to ``<devices>``, closed again, or the text."""
     cut = xml_text.find(_DEVICES)
     if cut < 0:
@@ -61,27 +61,32 @@ class Guest(typing.NamedTuple):
     uuid: str
     name: str
     active: bool
-    vcpus: tuple  # online vCPU ids, ascending
-    vcpu_pins: dict  # vCPU id -> frozenset (explicit <vcpupin>)
-    default_cpuset: object  # frozenset from <vcpu cpuset=...>, or None
-    emulator_pin: object  # frozenset or None
-    iothread_pins: dict  # iothread id -> frozenset or None
-    numa_mode: object  # <numatune><memory mode=...>, or None
-    numa_nodeset: object  # frozenset of node ids, or None
+    vcpus: tuple[int, ...]  # online vCPU ids, ascending
+    # vCPU id -> its CPUs (explicit <vcpupin>)
+    vcpu_pins: dict[int, frozenset[int]]
+    # from <vcpu cpuset=...>, or None
+    default_cpuset: typing.Optional[frozenset[int]]
+    emulator_pin: typing.Optional[frozenset[int]]
+    # iothread id -> its CPUs, or None (unpinned)
+    iothread_pins: dict[int, typing.Optional[frozenset[int]]]
+    numa_mode: typing.Optional[str]  # <numatune><memory mode=...>
+    numa_nodeset: typing.Optional[frozenset[int]]  # node ids
     memory_kib: int
     nova: bool  # created by nova (nova metadata present)
     nova_placed: bool  # nova placed it itself (instance NUMA topology)
-    memory_by_node_kib: dict  # node id -> KiB; {} when unknown
+    memory_by_node_kib: dict[int, int]  # node id -> KiB; {} when unknown
 
-    def vcpu_pin(self, vcpu):
+    def vcpu_pin(self, vcpu: int) -> typing.Optional[frozenset[int]]:
         """The pin in force for one vCPU (None: unpinned)."""
         return self.vcpu_pins.get(vcpu, self.default_cpuset)
 
     @property
-    def vcpu_count(self):
+    def vcpu_count(self) -> int:
         return len(self.vcpus)
 
-    def exclusive_cpus(self, dedicated_cpus=None):
+    def exclusive_cpus(self,
+                       dedicated_cpus: typing.Optional[frozenset[int]] = None
+                       ) -> frozenset[int]:
         """CPUs nova gave this (nova-placed) guest alone.
 
         nova pins each dedicated vCPU (``hw:cpu_policy=dedicated``, or
@@ -98,14 +103,18 @@ class Guest(typing.NamedTuple):
         """
         return frozenset(min(p) for p in self._nova_pins(dedicated_cpus)[0])
 
-    def shared_pins(self, dedicated_cpus=None):
+    def shared_pins(self,
+                    dedicated_cpus: typing.Optional[frozenset[int]] = None
+                    ) -> tuple[typing.Optional[frozenset[int]], ...]:
         """The pins of the vCPUs nova did not dedicate (see
         ``exclusive_cpus``): the pCPUs each of them floats over, shared
         with every other thread there; None for an unpinned vCPU (every
         CPU)."""
         return self._nova_pins(dedicated_cpus)[1]
 
-    def _nova_pins(self, dedicated_cpus):
+    def _nova_pins(self, dedicated_cpus: typing.Optional[frozenset[int]]
+                   ) -> tuple[list[frozenset[int]],
+                              tuple[typing.Optional[frozenset[int]], ...]]:
         alone, shared = [], []
         for v in self.vcpus:
             pin = self.vcpu_pins.get(v)  # nova's pins are explicit
@@ -117,8 +126,12 @@ class Guest(typing.NamedTuple):
         return alone, tuple(shared)
 
     @classmethod
-    def from_xml(cls, xml_text, active=True, memory_by_node_kib=None,
-                 from_libvirt=False, max_cpu=None, max_node=None):
+    def from_xml(cls, xml_text: object, active: bool = True,
+                 memory_by_node_kib: typing.Optional[
+                     typing.Mapping[typing.Any, object]] = None,
+                 from_libvirt: bool = False,
+                 max_cpu: typing.Optional[int] = None,
+                 max_node: typing.Optional[int] = None) -> 'Guest':
         if not isinstance(xml_text, str):
             raise GuestError('domain XML must be text')
         try:
@@ -134,8 +147,11 @@ class Guest(typing.NamedTuple):
                                 max_node)
 
     @classmethod
-    def from_element(cls, root, active=True, memory_by_node_kib=None,
-                     max_cpu=None, max_node=None):
+    def from_element(cls, root: ET.Element, active: bool = True,
+                     memory_by_node_kib: typing.Optional[
+                         typing.Mapping[typing.Any, object]] = None,
+                     max_cpu: typing.Optional[int] = None,
+                     max_node: typing.Optional[int] = None) -> 'Guest':
         """From a parsed ``<domain>`` element (see ``parse_many``).
 
         ``max_cpu``: the host's highest CPU id. Pins are read only up to
@@ -147,7 +163,7 @@ class Guest(typing.NamedTuple):
             raise GuestError('expected <domain>, got <%s>' % root.tag)
         # One pass over the top-level children: ElementPath lookups cost
         # more than the parse itself for the few elements needed here.
-        top = {}
+        top: dict[str, ET.Element] = {}
         for child in root:
             top.setdefault(child.tag, child)
         name = (getattr(top.get('name'), 'text', None) or '').strip()
@@ -162,7 +178,8 @@ class Guest(typing.NamedTuple):
             raise GuestError('domain %s: %s' % (name, exc)) from None
 
 
-def parse_many(texts, from_libvirt=False):
+def parse_many(texts: typing.Sequence[str], from_libvirt: bool = False
+               ) -> typing.Optional[list[ET.Element]]:
     """Parse many domain XML texts at once, or return None.
 
     One parser for all of them costs half as much as one parser each.
@@ -187,20 +204,33 @@ def parse_many(texts, from_libvirt=False):
     return elements
 
 
-def _pin(text, max_cpu):
+def _pin(text: typing.Optional[str], max_cpu: typing.Optional[int]
+         ) -> typing.Optional[frozenset[int]]:
     """A pin's CPU set, read up to ``max_cpu``; None if none is left."""
     return cpuset.parse(text, limit=max_cpu) or None
 
 
-def _parse_body(top, max_cpu=None, max_node=None):
+# What ``_parse_body`` returns: the types of ``Guest``'s fields ``vcpus``
+# .. ``nova_placed``.
+_Body = tuple[tuple[int, ...], dict[int, frozenset[int]],
+              typing.Optional[frozenset[int]],
+              typing.Optional[frozenset[int]],
+              dict[int, typing.Optional[frozenset[int]]],
+              typing.Optional[str], typing.Optional[frozenset[int]], int,
+              bool, bool]
+
+
+def _parse_body(top: typing.Mapping[str, ET.Element],
+                max_cpu: typing.Optional[int] = None,
+                max_node: typing.Optional[int] = None) -> _Body:
     """Guest fields ``vcpus`` .. ``nova_placed``, in field order."""
     vcpu = top.get('vcpu')
     if vcpu is None:
         raise ValueError('no <vcpu> count')
     maximum = _uint(vcpu.text, '<vcpu>', MAX_VCPUS)
-    current = vcpu.get('current')
-    current = maximum if current is None else \
-        _uint(current, '<vcpu current>', maximum)
+    current_text = vcpu.get('current')
+    current = maximum if current_text is None else \
+        _uint(current_text, '<vcpu current>', maximum)
     listed = top.get('vcpus')
     if listed is not None and len(listed):
         online = tuple(sorted(_uint(v.get('id'), '<vcpu id>', maximum - 1)
@@ -213,10 +243,10 @@ def _parse_body(top, max_cpu=None, max_node=None):
     for pin in top.get('cputune', ()):
         if pin.tag == 'vcpupin':
             cpus = _pin(pin.get('cpuset'), max_cpu)
-            vcpu = _uint(pin.get('vcpu'), '<vcpupin vcpu>',
-                         max(maximum - 1, 0))
+            vcpu_id = _uint(pin.get('vcpu'), '<vcpupin vcpu>',
+                            max(maximum - 1, 0))
             if cpus is not None:
-                vcpu_pins[vcpu] = cpus
+                vcpu_pins[vcpu_id] = cpus
         elif pin.tag == 'emulatorpin':
             emulator = _pin(pin.get('cpuset'), max_cpu)
         elif pin.tag == 'iothreadpin':
@@ -253,7 +283,7 @@ def _parse_body(top, max_cpu=None, max_node=None):
 
 
 @functools.lru_cache(maxsize=4096)
-def _uint(text, what, maximum):
+def _uint(text: typing.Optional[str], what: str, maximum: int) -> int:
     """A count or id of the domain XML: ASCII digits, at most
     ``maximum``; ValueError otherwise. Cached: a host's guests repeat
     the same few counts."""
@@ -261,7 +291,7 @@ def _uint(text, what, maximum):
                              maximum)
 
 
-def _iothread_ids(top):
+def _iothread_ids(top: typing.Mapping[str, ET.Element]) -> list[int]:
     ids = [_uint(t.get('id'), '<iothread id>', MAX_IOTHREADS)
            for t in top.get('iothreadids', ()) if t.tag == 'iothread']
     if len(ids) > MAX_IOTHREADS:
@@ -275,7 +305,8 @@ def _iothread_ids(top):
                       + 1))
 
 
-def _memory_map(raw):
+def _memory_map(raw: typing.Optional[typing.Mapping[typing.Any, object]]
+                ) -> dict[int, int]:
     if not raw:
         return {}
     result = {}

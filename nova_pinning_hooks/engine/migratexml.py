@@ -38,6 +38,7 @@ Invariants:
 """
 
 import io
+import typing
 import xml.etree.ElementTree as ET  # noqa: S405 - nova's own XML
 from xml.parsers import expat  # noqa: S410 - nova's own XML
 
@@ -48,13 +49,13 @@ class StripError(ValueError):
     """Not a domain XML this module can edit."""
 
 
-def nova_placed(root):
+def nova_placed(root: ET.Element) -> bool:
     cpu = root.find('cpu')
     numa = cpu.find('numa') if cpu is not None else None
     return numa is not None and numa.find('cell') is not None
 
 
-def _tag_end(data, start):
+def _tag_end(data: bytes, start: int) -> tuple[int, bool]:
     """The offset just past the start tag beginning at ``start`` (a ``<``),
     and whether it closed the element (``/>``): quotes respected, so a
     ``>`` inside an attribute value does not end it."""
@@ -74,25 +75,35 @@ def _tag_end(data, start):
     raise StripError('unterminated start tag')
 
 
-def _spans(data):
+class _Cputune(typing.TypedDict, total=False):
+    """What ``_spans`` notes of the top-level ``<cputune>``."""
+
+    begin: int  # its offset
+    others: int  # children that are not our pins
+    pins: list[tuple[int, int]]  # the spans of our pins in it
+    pins_n: int  # how many of them, once it closed
+
+
+def _spans(data: bytes) -> tuple[list[tuple[int, int]], int]:
     """(spans of our elements, whether the top-level cputune empties):
     byte ranges of the pins under the top-level ``<cputune>`` and of the
     top-level ``<numatune>``, from expat's offsets."""
     parser = expat.ParserCreate(encoding='UTF-8')
+    cputune: _Cputune
     stack, spans, cputune = [], [], {}
 
-    def start(name, _attrs):
+    def start(name: str, _attrs: object) -> None:
         begin = parser.CurrentByteIndex
         end, empty = _tag_end(data, begin)
         stack.append((name, begin, end, empty))
         depth = len(stack)
         if depth == 2 and name == 'cputune':
-            cputune.update(begin=begin, others=0, pins=[])
+            cputune.update({'begin': begin, 'others': 0, 'pins': []})
         elif depth == 3 and stack[1][0] == 'cputune' and \
                 name not in PINS and 'begin' in cputune:
             cputune['others'] += 1
 
-    def end(name):
+    def end(name: str) -> None:
         _, begin, tag_end, empty = stack.pop()
         if empty:
             finish = tag_end
@@ -120,7 +131,7 @@ def _spans(data):
     return sorted(spans), cputune.get('pins_n', 0)
 
 
-def _widen(data, begin, end):
+def _widen(data: bytes, begin: int, end: int) -> tuple[int, int]:
     """The span with the indentation before it and the line break after
     it, when the element stands alone on its line."""
     b = begin
@@ -135,12 +146,12 @@ def _widen(data, begin, end):
     return begin, end
 
 
-def _canonical(root):
+def _canonical(root: ET.Element) -> str:
     return ET.canonicalize(ET.tostring(root, encoding='unicode'),
                            strip_text=True)
 
 
-def _check(before, after_text):
+def _check(before: ET.Element, after_text: str) -> None:
     """The result has none of our elements and is otherwise the input."""
     after = ET.fromstring(after_text)  # noqa: S314 - what we made
     cputune = after.find('cputune')
@@ -163,7 +174,7 @@ def _check(before, after_text):
         raise StripError('stripping changed more than our pins')
 
 
-def strip_pins(xml_text):
+def strip_pins(xml_text: object) -> tuple[str, int]:
     """The destination XML without our pins (see the module's
     invariants). Returns ``(xml, removed)``: ``removed`` counts the
     elements taken out (0: unchanged)."""

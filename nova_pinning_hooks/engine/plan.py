@@ -11,6 +11,9 @@ import enum
 import typing
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import topology
 
 DEDICATED = 'dedicated'
 NODE_RANGE = 'node-range'
@@ -31,18 +34,19 @@ class GuestPlan(typing.NamedTuple):
     uuid: str
     name: str
     mode: str
-    home_node: object  # int or None
+    home_node: typing.Optional[int]
     home_source: str  # memory | numatune | pins | chosen | none
-    vcpu_pins: dict  # vCPU -> frozenset; {} when untouched
-    emulator_pin: object  # frozenset, or None when untouched
-    iothread_pins: dict  # iothread id -> frozenset
+    vcpu_pins: dict[int, frozenset[int]]  # vCPU -> its CPUs; {} untouched
+    emulator_pin: typing.Optional[frozenset[int]]  # None when untouched
+    iothread_pins: dict[int, frozenset[int]]  # iothread id -> its CPUs
     rule: str
     reason: str
-    numa_nodeset: object = None  # frozenset to set (home node chosen)
+    # Node ids to set (home node chosen)
+    numa_nodeset: typing.Optional[frozenset[int]] = None
     # Why the emulator and I/O threads are on ``emulator_pin``
     # (``emuthreads``); None when untouched or released.
-    emulator_rule: object = None
-    emulator_reason: object = None
+    emulator_rule: typing.Optional[str] = None
+    emulator_reason: typing.Optional[str] = None
 
 
 class ChangeKind(str, enum.Enum):
@@ -68,26 +72,33 @@ class PinChange(typing.NamedTuple):
     kind: ChangeKind
     # vCPU or iothread id; None for emulator and numa. The name shadows
     # tuple.index, but plans and snapshots are read by it.
-    index: object  # type: ignore[assignment]
-    old: object  # frozenset or None
-    new: frozenset
+    index: typing.Optional[int]  # type: ignore[assignment]
+    old: typing.Optional[frozenset[int]]  # None: unpinned
+    new: frozenset[int]
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    guests: tuple  # GuestPlan, in the order the guests were given
-    pool: frozenset  # the guest pool P
-    pool_by_node: dict  # node id -> frozenset (P_n)
+    # in the order the guests were given
+    guests: tuple[GuestPlan, ...]
+    pool: frozenset[int]  # the guest pool P
+    pool_by_node: dict[int, frozenset[int]]  # node id -> P_n
     allocation_ratio: float
     total_vcpus: int  # vCPUs of managed guests
-    node_vcpus: dict  # node id -> V_n (single-node managed guests)
+    # node id -> V_n (single-node managed guests)
+    node_vcpus: dict[int, int]
     cross_node_vcpus: int  # V_X
     # ``[nova_pinning] emulator_threads``: ``guest`` plans print as they
     # did before the option (no ``emulator_threads`` fields).
-    emulator_threads: str = 'guest'
+    emulator_threads: str = emuthreads.GUEST
 
 
-def changes(plan, guests, enforced=None, pairs=None):
+def changes(plan: Plan, guests: typing.Iterable[guest_mod.Guest],
+            enforced: typing.Optional[typing.Mapping[
+                str, typing.Mapping[int, frozenset[int]]]] = None,
+            pairs: typing.Optional[typing.Iterable[
+                tuple[GuestPlan, guest_mod.Guest]]] = None
+            ) -> list[PinChange]:
     """The pin writes that turn the guests' current pins into ``plan``.
 
     ``guests`` are the ``Guest`` objects the plan was made from (matched by
@@ -111,9 +122,10 @@ def changes(plan, guests, enforced=None, pairs=None):
     # Comparing two host-wide sets walks hundreds of CPUs, and a full host
     # compares the same two objects thousands of times (one pool, one
     # parsed text shared by every guest): each pair is compared once.
-    known = {}
+    known: dict[tuple[int, int], bool] = {}
 
-    def differ(a, b):
+    def differ(a: typing.Optional[frozenset[int]],
+               b: typing.Optional[frozenset[int]]) -> bool:
         if a is b:
             return False
         if a is None or b is None:  # unpinned
@@ -154,22 +166,24 @@ def changes(plan, guests, enforced=None, pairs=None):
     return result
 
 
-def pin_changes(change_list):
+def pin_changes(change_list: typing.Iterable[PinChange]) -> int:
     """How many of ``change_list`` are thread pins (not memory policy)."""
     return sum(1 for c in change_list if c.kind != ChangeKind.NUMA)
 
 
-def to_json(plan, change_list, host=None):
+def to_json(plan: Plan, change_list: typing.Iterable[PinChange],
+            host: typing.Optional[topology.HostTopology] = None
+            ) -> dict[str, typing.Any]:
     """The documented JSON form of a plan (``plan --format json``).
     With the ``host`` and its L3 banks, each guest also gets
     ``l3_domains``: the L3 domains its pins touch (a host without banks
     gives exactly the form it gave before banks were read)."""
     fmt = cpuset.format
     banks = host is not None and bool(host.l3_of)
-    shared = plan.emulator_threads != 'guest'
+    shared = plan.emulator_threads != emuthreads.GUEST
     # A thousand host-range guests share one pin set: its L3 domains
     # (a walk over every pCPU, and a format of each domain) once.
-    l3_text = {}
+    l3_text: dict[frozenset[int], list[str]] = {}
     guests = []
     for gp in plan.guests:
         pins = gp.vcpu_pins
@@ -177,7 +191,7 @@ def to_json(plan, change_list, host=None):
             vcpu_pins = dict.fromkeys(map(str, pins), fmt(gp.emulator_pin))
         else:
             vcpu_pins = {str(v): fmt(c) for v, c in pins.items()}
-        entry = {
+        entry: dict[str, object] = {
             'uuid': gp.uuid, 'name': gp.name, 'mode': gp.mode,
             'home_node': gp.home_node, 'home_source': gp.home_source,
             'vcpu_pins': vcpu_pins,
@@ -198,6 +212,7 @@ def to_json(plan, change_list, host=None):
                 cpus = frozenset().union(*pins.values())
             text = l3_text.get(cpus)
             if text is None:
+                assert host is not None  # ``banks``: a host with banks
                 text = l3_text[cpus] = [fmt(d) for d in host.l3_domains(
                     cpus)]
             entry['l3_domains'] = list(text)

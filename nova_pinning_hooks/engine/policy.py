@@ -46,9 +46,18 @@ import typing
 
 from nova_pinning_hooks.engine import assign
 from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import topology
 
 EPSILON = 1e-9
+
+# (rule, reason) of a guest left untouched (``_untouched_reason``).
+_Reason = tuple[str, str]
+# (home node or None, source, cross-node?): ``_home_from_facts``.
+_Fact = tuple[typing.Optional[int], str, bool]
+# (home node or None, source): ``_place``.
+_Home = tuple[typing.Optional[int], str]
 
 
 class PolicyError(ValueError):
@@ -58,9 +67,11 @@ class PolicyError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class Options:
     allocation_ratio: float
-    reserved_cpus: object = None  # frozenset or None
-    shared_cpus: object = None  # nova's cpu_shared_set
-    dedicated_cpus: object = None  # nova's cpu_dedicated_set
+    reserved_cpus: typing.Optional[frozenset[int]] = None
+    # nova's cpu_shared_set
+    shared_cpus: typing.Optional[frozenset[int]] = None
+    # nova's cpu_dedicated_set
+    dedicated_cpus: typing.Optional[frozenset[int]] = None
     foreign_domains: str = 'manage'  # or 'ignore'
     home_node_min_fraction: float = 0.9
     set_home_node: bool = False  # emit numa nodesets for chosen homes
@@ -74,7 +85,7 @@ class Options:
 MAX_RATIO = 1e6
 
 
-def ratio_ok(ratio):
+def ratio_ok(ratio: object) -> bool:
     """A number > 0 and at most ``MAX_RATIO`` (not a bool, not NaN)."""
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
         return False
@@ -85,7 +96,7 @@ def ratio_ok(ratio):
     return math.isfinite(value) and 0 < value <= MAX_RATIO
 
 
-def validate(host, options):
+def validate(host: topology.HostTopology, options: Options) -> None:
     ratio = options.allocation_ratio
     if not ratio_ok(ratio):
         raise PolicyError('allocation ratio must be a number > 0 and at '
@@ -101,7 +112,9 @@ def validate(host, options):
         raise PolicyError('emulator_threads must be guest or shared')
 
 
-def guest_pool(host, guests, options):
+def guest_pool(host: topology.HostTopology,
+               guests: typing.Iterable[guest_mod.Guest],
+               options: Options) -> frozenset[int]:
     """The guest pool P (doc/source/policy.rst, "Terms")."""
     pool = set(host.cpus)
     for cpus in (options.reserved_cpus, options.dedicated_cpus):
@@ -114,7 +127,8 @@ def guest_pool(host, guests, options):
     return frozenset(pool)
 
 
-def _untouched_reason(guest, options):
+def _untouched_reason(guest: guest_mod.Guest, options: Options
+                      ) -> typing.Optional[_Reason]:
     if not guest.active:
         return 'not-running', 'not running: holds no pCPU'
     if guest.nova_placed:
@@ -130,7 +144,9 @@ def _untouched_reason(guest, options):
 _AMOUNT = operator.itemgetter(1)
 
 
-def _home_from_facts(guest, host, pool_by_node, options):
+def _home_from_facts(guest: guest_mod.Guest, host: topology.HostTopology,
+                     pool_by_node: dict[int, frozenset[int]],
+                     options: Options) -> _Fact:
     """(home node or None, source, cross-node?) from what is known."""
     mem = guest.memory_by_node_kib
     total = sum(mem.values())
@@ -154,16 +170,22 @@ def _home_from_facts(guest, host, pool_by_node, options):
     # on a host whose pool lies in one node.
     if pins and all(p is not None for p in pins) and \
             not all(p == pool for p in pins):
-        nodes = {host.node_of.get(c) for p in pins for c in p}
+        pinned = typing.cast('list[frozenset[int]]', pins)  # no None
+        nodes = {host.node_of.get(c) for p in pinned for c in p}
         if len(nodes) == 1:
-            node = nodes.pop()
-            if node is not None and \
-                    all(p <= pool_by_node.get(node, ()) for p in pins):
-                return node, 'pins', False
+            home = nodes.pop()
+            if home is not None and \
+                    all(p <= pool_by_node.get(home, frozenset())
+                        for p in pinned):
+                return home, 'pins', False
     return None, 'none', False
 
 
-def _choose_home(guest, pool_by_node, load, mem_used, host, ratio):
+def _choose_home(guest: guest_mod.Guest,
+                 pool_by_node: dict[int, frozenset[int]],
+                 load: dict[int, int], mem_used: dict[int, int],
+                 host: topology.HostTopology, ratio: float
+                 ) -> typing.Optional[int]:
     """Least loaded node with room: one-to-one room first, then ratio."""
     best = None
     for node, pool in pool_by_node.items():
@@ -181,7 +203,9 @@ def _choose_home(guest, pool_by_node, load, mem_used, host, ratio):
     return None if best is None else best[1]
 
 
-def make_plan(host, guests, options):
+def make_plan(host: topology.HostTopology,
+              guests: typing.Sequence[guest_mod.Guest],
+              options: Options) -> plan_mod.Plan:
     """The plan for ``guests`` (``Guest`` objects) on ``host``."""
     return plan_with_state(host, guests, options)[0]
 
@@ -214,9 +238,9 @@ class Totals(typing.NamedTuple):
     ``nova_nodes``."""
 
     total: int
-    node_vcpus: dict
+    node_vcpus: dict[int, int]
     cross: int
-    nova_nodes: frozenset = frozenset()
+    nova_nodes: frozenset[int] = frozenset()
 
 
 class Layout(typing.NamedTuple):
@@ -232,13 +256,16 @@ class Layout(typing.NamedTuple):
     """
 
     kind: str
-    rule: object = None
-    reason: object = None
-    modes: tuple = ()  # ((node, mode), ...) in node order
-    nova_nodes: frozenset = frozenset()  # Totals.nova_nodes, ``nodes``
+    rule: typing.Optional[str] = None
+    reason: typing.Optional[str] = None
+    # ((node, mode), ...) in node order
+    modes: tuple[tuple[int, str], ...] = ()
+    # Totals.nova_nodes, ``nodes``
+    nova_nodes: frozenset[int] = frozenset()
 
 
-def decide(pool, pool_by_node, ratio, totals, managed):
+def decide(pool: frozenset[int], pool_by_node: dict[int, frozenset[int]],
+           ratio: float, totals: Totals, managed: int) -> Layout:
     """The layout for these totals (the seed's rules 1 to 3);
     ``managed``: how many guests are managed."""
     if not managed:
@@ -274,23 +301,30 @@ class State(typing.NamedTuple):
     """What a plan was made from and how, beyond the plan itself: what
     ``replan`` needs to bring it up to date for a few changed guests."""
 
-    pool: frozenset
-    pool_by_node: dict
-    guests: dict  # uuid -> Guest
-    why: dict  # uuid -> (rule, reason) for untouched guests, else None
-    facts: dict  # uuid -> (node, source, cross) for managed guests
-    homes: dict  # uuid -> (home node or None, source)
+    pool: frozenset[int]
+    pool_by_node: dict[int, frozenset[int]]
+    guests: dict[str, guest_mod.Guest]  # uuid -> Guest
+    # uuid -> (rule, reason) for untouched guests, else None
+    why: dict[str, typing.Optional[_Reason]]
+    # uuid -> (node, source, cross) for managed guests
+    facts: dict[str, _Fact]
+    homes: dict[str, _Home]  # uuid -> (home node or None, source)
     totals: Totals
     layout: Layout
-    members: dict  # node -> {uuid: None} single-node guests, guest order
-    cross: dict  # {uuid: None} cross-node guests
-    one_to_one: dict  # node -> frozenset of its one-to-one pCPUs
-    free: frozenset  # pool minus one-to-one pCPUs (cross-node range)
-    plans: dict  # uuid -> GuestPlan
+    # node -> {uuid: None} single-node guests, guest order
+    members: dict[int, dict[str, None]]
+    cross: dict[str, None]  # {uuid: None} cross-node guests
+    # node -> its one-to-one pCPUs
+    one_to_one: dict[int, frozenset[int]]
+    # pool minus one-to-one pCPUs (cross-node range)
+    free: frozenset[int]
+    plans: dict[str, plan_mod.GuestPlan]  # uuid -> GuestPlan
     dependent_homes: int  # managed guests whose home is order_dependent
 
 
-def plan_with_state(host, guests, options):
+def plan_with_state(host: topology.HostTopology,
+                    guests: typing.Sequence[guest_mod.Guest],
+                    options: Options) -> tuple[plan_mod.Plan, State]:
     """(plan, ``State``) for ``guests`` on ``host``: the whole host."""
     validate(host, options)
     ratio = float(options.allocation_ratio)
@@ -306,8 +340,8 @@ def plan_with_state(host, guests, options):
                                              options)
     homes = _place(host, managed, pool_by_node, options, ratio, facts,
                    load.node_vcpus)
-    members = {n: {} for n in host.nodes}
-    cross = {}
+    members: dict[int, dict[str, None]] = {n: {} for n in host.nodes}
+    cross: dict[str, None] = {}
     for g in managed:
         home = homes[g.uuid][0]
         (cross if home is None else members[home])[g.uuid] = None
@@ -317,7 +351,8 @@ def plan_with_state(host, guests, options):
     plans = {}
     for g in guests:
         if why[g.uuid] is not None:
-            plans[g.uuid] = _untouched(g, *why[g.uuid])
+            plans[g.uuid] = _untouched(
+                g, *typing.cast(_Reason, why[g.uuid]))
     one_to_one, free = {}, pool
     if layout.kind == 'nodes':
         for node, mode in layout.modes:
@@ -340,7 +375,8 @@ def plan_with_state(host, guests, options):
     return plan_of(state, guests, ratio, options), state
 
 
-def plan_of(state, guests, ratio, options):
+def plan_of(state: State, guests: typing.Iterable[guest_mod.Guest],
+            ratio: float, options: Options) -> plan_mod.Plan:
     """The ``Plan`` of a ``State``, its guests in the order of
     ``guests``."""
     return plan_mod.Plan(
@@ -356,7 +392,9 @@ def plan_of(state, guests, ratio, options):
 _UUID = operator.attrgetter('uuid')
 
 
-def nova_load(host, guests, pool, options):
+def nova_load(host: topology.HostTopology,
+              guests: typing.Iterable[guest_mod.Guest], pool: frozenset[int],
+              options: Options) -> Totals:
     """``Totals`` of the vCPUs nova placed over the pool itself: the
     vCPUs of nova-placed guests it did not dedicate
     (``Guest.shared_pins``), each on the node its pin's pool CPUs lie
@@ -370,7 +408,9 @@ def nova_load(host, guests, pool, options):
             continue
         for pin in g.shared_pins(options.dedicated_cpus):
             cpus = pool if pin is None else pin & pool
-            where = {host.node_of.get(c) for c in cpus}
+            # Pool CPUs are online: every one has a node.
+            where = typing.cast('set[int]',
+                                {host.node_of.get(c) for c in cpus})
             if not where:
                 continue
             nodes.update(where)
@@ -382,7 +422,10 @@ def nova_load(host, guests, pool, options):
                   frozenset(nodes))
 
 
-def totals_of(by_uuid, members, cross, load=None):
+def totals_of(by_uuid: typing.Mapping[str, guest_mod.Guest],
+              members: typing.Mapping[int, typing.Iterable[str]],
+              cross: typing.Iterable[str],
+              load: typing.Optional[Totals] = None) -> Totals:
     """``Totals`` of the guests in ``members`` and ``cross``, on top of
     ``load`` (``nova_load``)."""
     base = load.node_vcpus if load is not None else {}
@@ -396,8 +439,12 @@ def totals_of(by_uuid, members, cross, load=None):
                   load.nova_nodes if load is not None else frozenset())
 
 
-def node_plans(host, node, mode, node_pool, members, homes, options,
-               nova_shared=False):
+def node_plans(host: topology.HostTopology, node: int, mode: str,
+               node_pool: frozenset[int],
+               members: typing.Sequence[guest_mod.Guest],
+               homes: typing.Mapping[str, _Home], options: Options,
+               nova_shared: bool = False
+               ) -> dict[str, plan_mod.GuestPlan]:
     """uuid -> GuestPlan for the single-node guests of ``node``;
     ``nova_shared``: nova-placed vCPUs float over its pool too."""
     rule, reason = (NOVA_SHARED_REASON if nova_shared and
@@ -422,34 +469,46 @@ def node_plans(host, node, mode, node_pool, members, homes, options,
             for g in members}
 
 
-def dedicated_cpus(plans):
+def dedicated_cpus(plans: typing.Iterable[plan_mod.GuestPlan]
+                   ) -> frozenset[int]:
     """The pCPUs one-to-one ``plans``' vCPUs hold."""
     return frozenset().union(*(c for gp in plans
                                for c in gp.vcpu_pins.values()))
 
 
-def cross_plan(guest, free, homes, options):
+def cross_plan(guest: guest_mod.Guest, free: frozenset[int],
+               homes: typing.Mapping[str, _Home], options: Options
+               ) -> plan_mod.GuestPlan:
     return _ranged(guest, homes, plan_mod.CROSS_NODE_RANGE, free,
                    *CROSS_REASON, options)
 
 
-def host_plan(guest, layout, pool, homes, options):
+def host_plan(guest: guest_mod.Guest, layout: Layout, pool: frozenset[int],
+              homes: typing.Mapping[str, _Home], options: Options
+              ) -> plan_mod.GuestPlan:
     """The plan of a managed guest under a host-wide layout."""
+    # Every layout but ``none`` (which plans no guest) has both.
+    rule = typing.cast(str, layout.rule)
+    reason = typing.cast(str, layout.reason)
     if layout.kind == 'empty-pool':
-        return _untouched(guest, layout.rule, layout.reason)
-    return _ranged(guest, homes, plan_mod.HOST_RANGE, pool, layout.rule,
-                   layout.reason, options)
+        return _untouched(guest, rule, reason)
+    return _ranged(guest, homes, plan_mod.HOST_RANGE, pool, rule, reason,
+                   options)
 
 
-def order_dependent(fact):
+def order_dependent(fact: _Fact) -> bool:
     """A home from these facts (``_home_from_facts``) depends on the
     other guests: read from pins alone, or yet to be chosen."""
     node, source, cross = fact
     return source == 'pins' or (node is None and not cross)
 
 
-def _place(host, managed, pool_by_node, options, ratio, facts,
-           nova_vcpus=None):
+def _place(host: topology.HostTopology,
+           managed: typing.Iterable[guest_mod.Guest],
+           pool_by_node: dict[int, frozenset[int]], options: Options,
+           ratio: float, facts: typing.Mapping[str, _Fact],
+           nova_vcpus: typing.Optional[typing.Mapping[int, int]] = None
+           ) -> dict[str, _Home]:
     """uuid -> (home node or None, source) for every managed guest;
     ``facts``: uuid -> ``_home_from_facts`` of each; ``nova_vcpus``:
     node -> vCPUs nova placed there over the pool (``nova_load``)."""
@@ -459,7 +518,8 @@ def _place(host, managed, pool_by_node, options, ratio, facts,
     for g in managed:
         node, source, cross = facts[g.uuid]
         if source == 'pins':
-            by_pins.append((g, node))
+            # A home read from pins is a node (``_home_from_facts``).
+            by_pins.append((g, typing.cast(int, node)))
         elif node is not None or cross:
             homes[g.uuid] = (node, source)
             if node is not None:
@@ -491,7 +551,9 @@ def _place(host, managed, pool_by_node, options, ratio, facts,
     return homes
 
 
-def _ranged(guest, homes, mode, cpus, rule, reason, options):
+def _ranged(guest: guest_mod.Guest, homes: typing.Mapping[str, _Home],
+            mode: str, cpus: frozenset[int], rule: str, reason: str,
+            options: Options) -> plan_mod.GuestPlan:
     # Range guests keep their emulator and I/O threads on their range
     # with either setting (``emuthreads``).
     return _bound(guest, homes, mode, dict.fromkeys(guest.vcpus, cpus),
@@ -499,7 +561,10 @@ def _ranged(guest, homes, mode, cpus, rule, reason, options):
                   rule, reason, options)
 
 
-def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
+def _bound(guest: guest_mod.Guest, homes: typing.Mapping[str, _Home],
+           mode: str, vcpu_pins: dict[int, frozenset[int]],
+           emulator: tuple[frozenset[int], str, str], rule: str,
+           reason: str, options: Options) -> plan_mod.GuestPlan:
     """``emulator``: where the guest's emulator and I/O threads run and
     why, an ``emuthreads.Placement`` or the same as a plain tuple."""
     home, source = homes[guest.uuid]
@@ -517,14 +582,17 @@ def _bound(guest, homes, mode, vcpu_pins, emulator, rule, reason, options):
         emulator_rule, emulator_reason)
 
 
-def _untouched(guest, rule, reason):
+def _untouched(guest: guest_mod.Guest, rule: str, reason: str
+               ) -> plan_mod.GuestPlan:
     return plan_mod.GuestPlan(
         uuid=guest.uuid, name=guest.name, mode=plan_mod.UNTOUCHED,
         home_node=None, home_source='none', vcpu_pins={},
         emulator_pin=None, iothread_pins={}, rule=rule, reason=reason)
 
 
-def release_plan(host, guests, options):
+def release_plan(host: topology.HostTopology,
+                 guests: typing.Iterable[guest_mod.Guest],
+                 options: Options) -> plan_mod.Plan:
     """Undo binding: every guest the policy would manage goes back on the
     CPUs nova gave it (vCPUs, emulator and I/O threads): its ``<vcpu
     cpuset>`` (nova's ``cpu_shared_set`` when it wrote one), else every

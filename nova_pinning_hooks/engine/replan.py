@@ -44,29 +44,47 @@ Invariants:
   (the reconciler holds its pass lock).
 """
 
+import typing
+
+from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine import topology
+
+# (policy.State, (host, options)) of a plan.
+_Based = tuple[policy.State,
+               tuple[topology.HostTopology, policy.Options]]
+# The (GuestPlan, Guest) pairs whose pins may differ (``plan.changes``).
+_Pairs = list[tuple[plan_mod.GuestPlan, guest_mod.Guest]]
 
 
 class Planner:
     """The plan of one host, kept up to date pass after pass."""
 
-    def __init__(self):
-        self._state = None  # (policy.State, key) of the confirmed plan
-        self._pending = None  # the same for the plan not yet confirmed
+    def __init__(self) -> None:
+        # (policy.State, key) of the confirmed plan
+        self._state: typing.Optional[_Based] = None
+        # the same for the plan not yet confirmed
+        self._pending: typing.Optional[_Based] = None
         self.whole = 0  # plans made for the whole host (for tests)
 
-    def reset(self):
+    def reset(self) -> None:
         """Plan the whole host next time."""
         self._state = self._pending = None
 
-    def confirm(self):
+    def confirm(self) -> None:
         """Every guest with a change in the last plan will be read again:
         the next plan builds on this one."""
         if self._pending is not None:
             self._state, self._pending = self._pending, None
 
-    def plan(self, host, guests, options, changed=None, removed=()):
+    def plan(self, host: topology.HostTopology,
+             guests: typing.Sequence[guest_mod.Guest],
+             options: policy.Options,
+             changed: typing.Optional[
+                 typing.Mapping[str, guest_mod.Guest]] = None,
+             removed: typing.Collection[str] = ()
+             ) -> tuple[plan_mod.Plan, typing.Optional[_Pairs]]:
         """(plan, scope) for ``guests`` (all of them, ``Guest``).
 
         ``changed``: {uuid: Guest} of the guests that are new or differ
@@ -78,7 +96,8 @@ class Planner:
         # happens next; only ``confirm`` makes a state the next base.
         base = self._state if self._pending is None else None
         self._state = self._pending = None
-        result = None
+        result: typing.Optional[tuple[plan_mod.Plan, policy.State,
+                                      typing.Optional[set[str]]]] = None
         if base is not None and changed is not None and base[1] == key:
             result = _update(base[0], host, guests, options, changed,
                              removed)
@@ -86,6 +105,7 @@ class Planner:
             self.whole += 1
             p, state = policy.plan_with_state(host, guests, options)
             result = p, state, None
+        scope: typing.Union[set[str], _Pairs, None]  # uuids, then pairs
         p, state, scope = result
         self._pending = (state, key)
         if scope is not None:
@@ -94,7 +114,13 @@ class Planner:
         return p, scope
 
 
-def _update(state, host, guests, options, changed, removed):
+def _update(state: policy.State, host: topology.HostTopology,
+            guests: typing.Sequence[guest_mod.Guest],
+            options: policy.Options,
+            changed: typing.Mapping[str, guest_mod.Guest],
+            removed: typing.Collection[str]
+            ) -> typing.Optional[tuple[plan_mod.Plan, policy.State,
+                                       set[str]]]:
     """(plan, state, scope) brought up to date, or None where only a
     whole-host plan can tell. ``state`` is consumed."""
     for uuid in list(removed) + list(changed):
@@ -153,9 +179,9 @@ def _update(state, host, guests, options, changed, removed):
         node_vcpus=node_vcpus, cross=cross_vcpus)
     layout = policy.decide(pool, pool_by_node, ratio, totals,
                            len(state.facts))
-    old = state.layout
-    if layout.kind != old.kind or \
-            (layout.kind != 'nodes' and layout != old):
+    old_layout = state.layout
+    if layout.kind != old_layout.kind or \
+            (layout.kind != 'nodes' and layout != old_layout):
         return None  # everyone's pins change: nothing to keep
     scope = set(removed).union(changed)
     managed = [(u, g) for u, g in changed.items() if state.why[u] is None]
@@ -166,7 +192,8 @@ def _update(state, host, guests, options, changed, removed):
                                                  options)
     elif layout.kind == 'nodes':
         one_to_one = dict(one_to_one)
-        before, rebuilt = dict(old.modes), set()
+        rebuilt: set[str]
+        before, rebuilt = dict(old_layout.modes), set()
         for node, mode in layout.modes:
             if before[node] == mode and (mode != plan_mod.DEDICATED or
                                          node not in touched):

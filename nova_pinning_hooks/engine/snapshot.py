@@ -15,6 +15,8 @@ by ``guest`` and ``topology``.
 
 import dataclasses
 import operator
+import typing
+import xml.etree.ElementTree as ET  # noqa: S405 - for its type only
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import guest as guest_mod
@@ -37,20 +39,27 @@ class SnapshotError(ValueError):
     """A snapshot that cannot be planned."""
 
 
+# {vCPU: CPUs}: where the kernel runs a guest's vCPU threads.
+_Affinity = dict[int, frozenset[int]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Snapshot:
     host: topology.HostTopology
-    guests: tuple
+    guests: tuple[guest_mod.Guest, ...]
     options: policy.Options
     # {uuid: {vCPU: frozenset}}: where the kernel runs each vCPU thread,
     # where the live reader saw it (``kernel_vcpu_affinity``).
-    kernel_affinity: dict = dataclasses.field(default_factory=dict)
+    kernel_affinity: dict[str, _Affinity] = dataclasses.field(
+        default_factory=dict)
 
-    def drift(self):
+    def drift(self) -> dict[str, dict[int, tuple[frozenset[int],
+                                                 frozenset[int]]]]:
         """{uuid: {vCPU: (libvirt pin, kernel set)}} where they differ
         (an unpinned vCPU cannot drift)."""
         by_uuid = {g.uuid: g for g in self.guests}
-        found = {}
+        found: dict[str, dict[int, tuple[frozenset[int],
+                                         frozenset[int]]]] = {}
         for uuid, kernel in self.kernel_affinity.items():
             g = by_uuid[uuid]
             for vcpu, cpus in kernel.items():
@@ -60,7 +69,8 @@ class Snapshot:
         return found
 
 
-def loads(text, **overrides):
+def loads(text: typing.Union[str, bytes], **overrides: typing.Any
+          ) -> Snapshot:
     """Parse snapshot JSON (text, or UTF-8 bytes); see ``load``."""
     try:
         data = strict.loads_json(text, 'snapshot', MAX_BYTES)
@@ -69,7 +79,8 @@ def loads(text, **overrides):
     return load(data, **overrides)
 
 
-def load(data, from_libvirt=False, **overrides):
+def load(data: object, from_libvirt: bool = False,
+         **overrides: typing.Any) -> Snapshot:
     """Validate a snapshot dict and build host, guests and policy options.
 
     ``overrides`` are extra ``policy.Options`` fields from configuration
@@ -80,6 +91,7 @@ def load(data, from_libvirt=False, **overrides):
     """
     host, options, domains = _header(data, overrides)
     read = _domains(domains, range(len(domains)), from_libvirt, host)
+    seen: set[str]
     guests, seen, kernel = [], set(), {}
     for g, affinity in read:
         _once(g, seen)
@@ -103,13 +115,19 @@ class Loader:
     code runs per unchanged domain).
     """
 
-    def __init__(self):
-        self._host = (None, None)  # (capabilities text, HostTopology)
-        self._seen = {}  # id(entry) -> (entry, Guest, kernel affinity)
-        self._ids = {}  # uuid -> id(entry)
-        self._kernel = {}  # uuid -> kernel affinity
+    def __init__(self) -> None:
+        # (capabilities text, HostTopology)
+        self._host: tuple[typing.Optional[str],
+                          typing.Optional[topology.HostTopology]] = (
+            None, None)
+        # id(entry) -> (entry, Guest, kernel affinity)
+        self._seen: dict[int, tuple[object, guest_mod.Guest,
+                                    typing.Optional[_Affinity]]] = {}
+        self._ids: dict[str, int] = {}  # uuid -> id(entry)
+        self._kernel: dict[str, _Affinity] = {}  # uuid -> kernel affinity
 
-    def load(self, data, **overrides):
+    def load(self, data: dict[str, typing.Any], **overrides: typing.Any
+             ) -> tuple[Snapshot, dict[str, guest_mod.Guest], set[str]]:
         """(Snapshot, changed {uuid: Guest}, removed uuids) of ``data``,
         a live snapshot (``virt.Host.read_snapshot``); validated as
         ``load`` does, domain by domain as they first appear."""
@@ -160,14 +178,19 @@ class Loader:
 _GUEST = operator.itemgetter(1)
 
 
-def _once(guest, seen):
+def _once(guest: guest_mod.Guest, seen: set[str]) -> None:
     if guest.uuid in seen:
         raise SnapshotError('domain %s: uuid %s appears twice'
                             % (guest.name, guest.uuid))
     seen.add(guest.uuid)
 
 
-def _header(data, overrides, known=(None, None)):
+def _header(data: object, overrides: typing.Mapping[str, typing.Any],
+            known: tuple[typing.Optional[str],
+                         typing.Optional[topology.HostTopology]] = (
+                None, None)
+            ) -> tuple[topology.HostTopology, policy.Options,
+                       list[typing.Any]]:
     """(host, options, domains) of a snapshot dict, all but the domains
     validated. ``known``: (capabilities text, HostTopology) parsed
     before, reused when the text is the same."""
@@ -177,19 +200,21 @@ def _header(data, overrides, known=(None, None)):
     if type(version) is not int or version != VERSION:  # not True, 1.0
         raise SnapshotError('unknown snapshot version %.32r (this tool '
                             'reads version %d)' % (version, VERSION))
-    caps = data.get('capabilities')
+    # Parsed JSON, whatever it holds: from_capabilities refuses non-text.
+    caps: typing.Any = data.get('capabilities')
     host = known[1]
     if host is None or not isinstance(caps, str) or caps != known[0]:
         try:
             host = topology.HostTopology.from_capabilities(caps)
         except topology.TopologyError as exc:
             raise SnapshotError('capabilities: %s' % exc) from None
-    ratio = data.get('allocation_ratio')
+    ratio: typing.Any = data.get('allocation_ratio')  # ratio_ok checks it
     if not policy.ratio_ok(ratio):
         raise SnapshotError('allocation_ratio must be a number > 0 and at '
                             'most %g (the allocation ratio), not %.32r'
                             % (policy.MAX_RATIO, ratio))
-    sets = {}
+    # Options' CPU set fields by name (frozenset or None), passed as **.
+    sets: dict[str, typing.Any] = {}
     for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
         value = data.get(key)
         if value is not None and not isinstance(value, str):
@@ -209,7 +234,9 @@ def _header(data, overrides, known=(None, None)):
     return host, options, domains
 
 
-def _domains(domains, indices, from_libvirt, host):
+def _domains(domains: list[typing.Any], indices: typing.Sequence[int],
+             from_libvirt: bool, host: topology.HostTopology
+             ) -> list[tuple[guest_mod.Guest, typing.Optional[_Affinity]]]:
     """[(Guest, kernel affinity or None)] of ``domains[i]`` for each of
     ``indices``; SnapshotError names the first bad one."""
     for i in indices:
@@ -231,7 +258,8 @@ def _domains(domains, indices, from_libvirt, host):
             size += len(domains[indices[end]]['xml'])
             end += 1
         group = indices[start:end]
-        elements = None
+        elements: typing.Optional[
+            typing.Sequence[typing.Optional[ET.Element]]] = None
         if len(group) > 1:  # one alone is parsed by Guest.from_xml
             elements = guest_mod.parse_many(
                 [domains[i]['xml'] for i in group], from_libvirt)
@@ -246,7 +274,8 @@ def _domains(domains, indices, from_libvirt, host):
     return result
 
 
-def _kernel_affinity(i, dom, guest):
+def _kernel_affinity(i: int, dom: typing.Mapping[str, typing.Any],
+                     guest: guest_mod.Guest) -> _Affinity:
     """``kernel_vcpu_affinity`` of a domain: {"vCPU": "CPU set"}."""
     raw = dom['kernel_vcpu_affinity']
     if not isinstance(raw, dict):
@@ -268,8 +297,10 @@ def _kernel_affinity(i, dom, guest):
     return result
 
 
-def _guest(i, dom, from_libvirt, element=None, max_cpu=None,
-           max_node=None):
+def _guest(i: int, dom: typing.Mapping[str, typing.Any],
+           from_libvirt: bool, element: typing.Optional[ET.Element] = None,
+           max_cpu: typing.Optional[int] = None,
+           max_node: typing.Optional[int] = None) -> guest_mod.Guest:
     memory = dom.get('memory_by_node_kib') or {}
     if not isinstance(memory, dict):
         raise SnapshotError('domains[%d]: memory_by_node_kib must be an '
@@ -290,9 +321,15 @@ def _guest(i, dom, from_libvirt, element=None, max_cpu=None,
         raise SnapshotError('domains[%d]: %s' % (i, exc)) from None
 
 
-def make(capabilities, domains, allocation_ratio, reserved_cpus=None,
-         shared_cpus=None, dedicated_cpus=None):
-    """Build the snapshot dict (the JSON form) from its parts."""
+def make(capabilities: str,
+         domains: typing.Iterable[dict[str, typing.Any]],
+         allocation_ratio: float,
+         reserved_cpus: typing.Optional[str] = None,
+         shared_cpus: typing.Optional[str] = None,
+         dedicated_cpus: typing.Optional[str] = None
+         ) -> dict[str, typing.Any]:
+    """Build the snapshot dict (the JSON form) from its parts (the
+    benchmarks and the tests build their snapshots with it)."""
     return {'version': VERSION, 'capabilities': capabilities,
             'allocation_ratio': allocation_ratio,
             'reserved_cpus': reserved_cpus, 'shared_cpus': shared_cpus,

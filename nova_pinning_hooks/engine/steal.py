@@ -33,8 +33,13 @@ Invariants (pure: no I/O, no clock):
 """
 
 import dataclasses
+import typing
 
 NS = 1e9
+
+# One guest of a sample: {'name': name, 'vcpus': {index: {'time': ns,
+# 'delay': ns}}}, as libvirt's bulk stats give it.
+_Counters = typing.Mapping[str, typing.Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,31 +53,34 @@ class VcpuRate:
 class GuestRate:
     uuid: str
     name: str
-    vcpus: tuple  # VcpuRate, by vCPU index
-    steal_pct: object  # float, or None when nothing was measured
-    cpu_pct: object
-    worst_vcpu_steal_pct: object
+    vcpus: tuple[VcpuRate, ...]  # by vCPU index
+    # None when nothing was measured
+    steal_pct: typing.Optional[float]
+    cpu_pct: typing.Optional[float]
+    worst_vcpu_steal_pct: typing.Optional[float]
     demand_cpus: float  # (time + delay) / wall over its vCPUs, in CPUs
     state: str  # 'measured' | 'new' (appeared or restarted) | 'partial'
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeLoad:
-    node: object  # int, or None for guests without a home node
+    node: typing.Optional[int]  # None for guests without a home node
     guests: int
     demand_cpus: float
     pool_cpus: int
-    worst_guest: object  # name, or None
-    worst_steal_pct: object  # float, or None
+    worst_guest: typing.Optional[str]  # name
+    worst_steal_pct: typing.Optional[float]
 
 
-def _pct(delta_ns, wall_s):
+def _pct(delta_ns: float, wall_s: float) -> float:
     return min(100.0, max(0.0, 100.0 * delta_ns / (wall_s * NS)))
 
 
-def _guest_rate(uuid, old, new, wall):
+def _guest_rate(uuid: str, old: typing.Optional[_Counters],
+                new: _Counters, wall: float) -> GuestRate:
     old_vcpus = old.get('vcpus', {}) if old else {}
     new_vcpus = new.get('vcpus', {})
+    rates: list[VcpuRate]
     rates, demand, state = [], 0.0, 'measured'
     if old is None:
         state = 'new'
@@ -92,6 +100,9 @@ def _guest_rate(uuid, old, new, wall):
             demand += min(1.0, (dt + dd) / (wall * NS))
         if state != 'new' and set(old_vcpus) - set(new_vcpus):
             state = 'partial'  # unplugged since the first sample
+    steal: typing.Optional[float]
+    cpu: typing.Optional[float]
+    worst: typing.Optional[float]
     if rates:
         steal = sum(r.steal_pct for r in rates) / len(rates)
         cpu = sum(r.cpu_pct for r in rates) / len(rates)
@@ -102,7 +113,9 @@ def _guest_rate(uuid, old, new, wall):
                      worst, demand, state)
 
 
-def rates(before, after, wall_seconds):
+def rates(before: typing.Mapping[str, _Counters],
+          after: typing.Mapping[str, _Counters],
+          wall_seconds: typing.Optional[float]) -> dict[str, GuestRate]:
     """{uuid: GuestRate} for every guest in ``after`` (see the module
     doc). Guests only in ``before`` have gone: they are left out."""
     if not wall_seconds or wall_seconds <= 0:
@@ -113,29 +126,34 @@ def rates(before, after, wall_seconds):
             for uuid, g in after.items()}
 
 
-def node_load(guest_rates, home_nodes, pools):
+def node_load(guest_rates: typing.Mapping[str, GuestRate],
+              home_nodes: typing.Mapping[str, typing.Optional[int]],
+              pools: typing.Mapping[int, int]) -> list[NodeLoad]:
     """[NodeLoad] per node of ``pools`` ({node: pool CPU count}), then
     one for guests without a home node (node None) if there are any.
 
     ``home_nodes``: {uuid: node or None}; guests not in it count as
     without a home node."""
-    by_node = {node: [] for node in sorted(pools)}
+    by_node: dict[typing.Optional[int], list[GuestRate]] = {
+        node: [] for node in sorted(pools)}
     for uuid, rate in guest_rates.items():
         node = home_nodes.get(uuid)
         by_node.setdefault(node if node in pools else None, []).append(rate)
     result = []
     for node, members in by_node.items():
         measured = [r for r in members if r.steal_pct is not None]
-        worst = min(measured, key=lambda r: (-r.steal_pct, r.name),
-                    default=None)
+        worst = min(measured, key=lambda r: (  # measured: never None
+            -typing.cast(float, r.steal_pct), r.name), default=None)
         result.append(NodeLoad(
             node, len(members), sum(r.demand_cpus for r in members),
-            pools.get(node, 0), worst.name if worst else None,
+            pools.get(node, 0),  # type: ignore[arg-type]  # None: 0
+            worst.name if worst else None,
             worst.steal_pct if worst else None))
     return result
 
 
-def by_steal(guest_rates):
+def by_steal(guest_rates: typing.Mapping[str, GuestRate]
+             ) -> list[GuestRate]:
     """Guests worst first: highest steal, unmeasured last, then name."""
     return sorted(guest_rates.values(), key=lambda r: (
         r.steal_pct is None, -(r.steal_pct or 0.0), r.name, r.uuid))

@@ -23,6 +23,7 @@ Invariants:
 import json
 import math
 import re
+import typing
 
 # Enough for any 64-bit value; longer digit strings are refused before
 # any conversion (int() of a long string is quadratic).
@@ -44,7 +45,7 @@ class InputError(ValueError):
     """Untrusted text that is not what it must be."""
 
 
-def show(value, limit=40):
+def show(value: object, limit: int = 40) -> str:
     """``repr(value)``, cut to about ``limit`` characters, one line."""
     text = repr(value)
     if len(text) > limit:
@@ -52,7 +53,7 @@ def show(value, limit=40):
     return text
 
 
-def _json_int(text):
+def _json_int(text: str) -> int:
     digits = text.lstrip('-')
     if len(digits) > MAX_DIGITS:
         raise InputError('integer %s is out of range' % show(text))
@@ -62,7 +63,7 @@ def _json_int(text):
     return value
 
 
-def _json_float(text):
+def _json_float(text: str) -> float:
     if len(text) > _MAX_FLOAT_TEXT:
         raise InputError('number %s is too long' % show(text))
     value = float(text)
@@ -71,11 +72,12 @@ def _json_float(text):
     return value
 
 
-def _json_constant(name):
+def _json_constant(name: str) -> typing.NoReturn:
     raise InputError('%s is not a number JSON allows' % name)
 
 
-def _json_object(pairs):
+def _json_object(pairs: list[tuple[str, typing.Any]]
+                 ) -> dict[str, typing.Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
         seen = set()
@@ -87,7 +89,7 @@ def _json_object(pairs):
     return result
 
 
-def _printable(text):
+def _printable(text: str) -> None:
     if not text.isascii():
         try:
             text.encode('utf-8')
@@ -96,10 +98,11 @@ def _printable(text):
                              % show(text)) from None
 
 
-def _check_tree(value, max_depth, strings=True):
+def _check_tree(value: object, max_depth: int, strings: bool = True
+                ) -> None:
     """Depth (and, with ``strings``, the strings) of a parsed document,
     without recursion."""
-    stack = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, str):
@@ -120,7 +123,7 @@ def _check_tree(value, max_depth, strings=True):
                          if isinstance(child, (dict, list)))
 
 
-def _may_hold_surrogates(text):
+def _may_hold_surrogates(text: str) -> bool:
     """False when no string parsed from ``text`` can hold a lone
     surrogate: the text itself holds none and escapes none."""
     if not text.isascii():
@@ -131,7 +134,8 @@ def _may_hold_surrogates(text):
     return _SURROGATE_ESCAPE.search(text) is not None
 
 
-def loads_json(data, what, max_bytes, max_depth=MAX_JSON_DEPTH):
+def loads_json(data: object, what: str, max_bytes: int,
+               max_depth: int = MAX_JSON_DEPTH) -> typing.Any:
     """Parse a JSON document (UTF-8 bytes or text) with the rules above.
 
     ``what`` names the document in messages (``'snapshot'``,

@@ -30,6 +30,7 @@ Invariants of a ``HostTopology``:
 """
 
 import dataclasses
+import typing
 import xml.etree.ElementTree as ET  # noqa: S405 - trusted or validated input
 
 from nova_pinning_hooks.engine import cpuset
@@ -51,7 +52,7 @@ class Node:
     """One NUMA node: its online CPUs and its memory."""
 
     id: int
-    cpus: frozenset
+    cpus: frozenset[int]
     memory_kib: int
 
 
@@ -59,19 +60,22 @@ class Node:
 class HostTopology:
     """Online CPUs, NUMA nodes and hyperthread cores of one host."""
 
-    nodes: dict  # node id -> Node, ascending ids
-    node_of: dict  # cpu -> node id
-    core_of: dict  # cpu -> frozenset of its online siblings (incl. itself)
+    nodes: dict[int, Node]  # node id -> Node, ascending ids
+    node_of: dict[int, int]  # cpu -> node id
+    # cpu -> frozenset of its online siblings (incl. itself)
+    core_of: dict[int, frozenset[int]]
     # cpu -> frozenset of the online CPUs of its node sharing its L3;
     # empty: no (usable) banks, one domain per node.
-    l3_of: dict = dataclasses.field(default_factory=dict)
+    l3_of: dict[int, frozenset[int]] = dataclasses.field(
+        default_factory=dict)
     l3_ignored: str = ''  # why the banks were ignored, if they were
 
-    def l3_domains(self, cpus):
+    def l3_domains(self, cpus: typing.Iterable[int]
+                   ) -> list[frozenset[int]]:
         """The L3 domains that intersect ``cpus``, ordered by lowest id;
         without banks, each node's CPUs are one domain."""
         if not self.l3_of:
-            by_node = {}
+            by_node: dict[int, set[int]] = {}
             for c in cpus:
                 by_node.setdefault(self.node_of[c], set())
             return [self.nodes[n].cpus for n in sorted(by_node)]
@@ -79,17 +83,17 @@ class HostTopology:
         return sorted(seen, key=min)
 
     @property
-    def cpus(self):
+    def cpus(self) -> frozenset[int]:
         """All online CPUs."""
         return frozenset(self.node_of)
 
-    def cores(self, cpus):
+    def cores(self, cpus: typing.Iterable[int]) -> list[frozenset[int]]:
         """The distinct cores that intersect ``cpus``, ordered by lowest id."""
         seen = {self.core_of[c] for c in cpus}
         return sorted(seen, key=min)
 
     @classmethod
-    def from_capabilities(cls, xml_text):
+    def from_capabilities(cls, xml_text: str) -> 'HostTopology':
         """Parse ``<capabilities>`` XML text; raise TopologyError if bad."""
         try:
             root = ET.fromstring(xml_text)  # noqa: S314
@@ -137,8 +141,8 @@ class HostTopology:
         if not node_of:
             raise TopologyError('capabilities XML lists no online CPU')
         core_of = {}
-        for cpu_id, siblings in raw_siblings.items():
-            core = (siblings & node_of.keys()) | {cpu_id}
+        for cpu_id, sibling_cpus in raw_siblings.items():
+            core = (sibling_cpus & node_of.keys()) | {cpu_id}
             core_of[cpu_id] = frozenset(core)
         _check_cores(core_of, node_of)
         ordered = {k: nodes[k] for k in sorted(nodes)}
@@ -148,7 +152,10 @@ class HostTopology:
         return cls(ordered, node_of, core_of, l3_of, ignored)
 
 
-def _l3_domains(root, node_of, core_of, top, listed):
+def _l3_domains(root: ET.Element, node_of: dict[int, int],
+                core_of: dict[int, frozenset[int]], top: int,
+                listed: typing.AbstractSet[int]
+                ) -> tuple[dict[int, frozenset[int]], str]:
     """(cpu -> L3 domain, why ignored) from the level-3 cache banks."""
     banks = [b for b in root.findall('./host/cache/bank')
              if b.get('level') == '3']
@@ -183,11 +190,12 @@ def _l3_domains(root, node_of, core_of, top, listed):
             return {}, 'the siblings of CPU %d are in different L3 banks' % (
                 cpu)
     # One frozenset object per domain: cheap to compare and to group.
-    canonical = {}
+    canonical: dict[frozenset[int], frozenset[int]] = {}
     return {c: canonical.setdefault(d, d) for c, d in l3_of.items()}, ''
 
 
-def _check_cores(core_of, node_of):
+def _check_cores(core_of: dict[int, frozenset[int]],
+                 node_of: dict[int, int]) -> None:
     for cpu_id, core in core_of.items():
         for sibling in core:
             if core_of[sibling] != core:
@@ -198,7 +206,8 @@ def _check_cores(core_of, node_of):
                                     'NUMA cells' % (cpu_id, sibling))
 
 
-def _int_attr(elem, name, what, maximum=cpuset.MAX_CPU_ID):
+def _int_attr(elem: ET.Element, name: str, what: str,
+              maximum: int = cpuset.MAX_CPU_ID) -> int:
     value = elem.get(name)
     try:
         return cpuset.parse_uint(value, '<%s %s>' % (what, name), maximum)
@@ -215,7 +224,7 @@ _UNIT_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'kib': 1,
              'gib': 1024 ** 2, 't': 1024 ** 3, 'tib': 1024 ** 3}
 
 
-def _memory_kib(cell):
+def _memory_kib(cell: ET.Element) -> int:
     mem = cell.find('memory')
     if mem is None:
         return 0
@@ -227,6 +236,6 @@ def _memory_kib(cell):
     return int(value * factor)
 
 
-def memory_to_kib(value, unit):
+def memory_to_kib(value: int, unit: typing.Optional[str]) -> int:
     """Convert a libvirt memory value to KiB (domain XML shares units)."""
     return int(value * _UNIT_KIB.get((unit or 'KiB').lower(), 1))

@@ -12,8 +12,10 @@ Rule: the only layer that touches libvirt, /proc and /sys (besides
   events keep current; ``timedcall`` and ``hung``: bounded calls and
   daemons that do not answer;
 * the kernel's facts: ``qemuproc`` (a qemu's threads, affinity,
-  schedstat), ``qemuproof`` (that a pid is that guest's qemu here),
-  ``memplace`` (a guest's memory per NUMA node);
+  schedstat; the one reader of vCPU affinity), ``qemuproof`` (that a
+  pid is that guest's qemu here), ``memplace`` (a guest's memory per
+  NUMA node), ``procfs`` (any process: its status, cgroups, threads,
+  parents);
 * files: ``safefs`` (writing as root safely), ``statefile`` (the JSON
   state files), ``overcommitfile`` (the overcommit file's format: nova's
   ratio and CPU sets, written by ``nova.ratiofile``).

@@ -23,15 +23,18 @@ Invariants:
 import threading
 import time
 
+from nova_pinning_hooks.host import timedcall
+
 _lock = threading.Lock()
-_hung: dict = {}  # uri -> (timedcall.Worker, monotonic time it was abandoned)
+# uri -> (timedcall.Worker, monotonic time it was abandoned)
+_hung: dict[str, tuple[timedcall.Worker, float]] = {}
 
 
 class DoesNotAnswer(Exception):
     """A call to this daemon is still blocked: do not make another."""
 
 
-def check(uri):
+def check(uri: str) -> None:
     """Raise ``DoesNotAnswer`` while a call to ``uri`` is blocked."""
     with _lock:
         entry = _hung.get(uri)
@@ -46,13 +49,13 @@ def check(uri):
                                                 time.monotonic() - since))
 
 
-def abandoned(uri, worker):
+def abandoned(uri: str, worker: timedcall.Worker) -> None:
     """``worker`` was left with a blocked call to ``uri``."""
     with _lock:
         _hung[uri] = (worker, time.monotonic())
 
 
-def forget(uri):
+def forget(uri: str) -> None:
     """Forget an abandoned call to ``uri`` (tests: a new fake daemon)."""
     with _lock:
         _hung.pop(uri, None)

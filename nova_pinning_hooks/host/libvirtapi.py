@@ -20,6 +20,7 @@ Invariants:
 """
 
 import time
+import typing
 
 from nova_pinning_hooks.host import qemuproc
 
@@ -41,7 +42,7 @@ class BindingMissing(ImportError):
 class _Missing:
     """Stands in for the libvirt module where it cannot be imported."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> typing.NoReturn:
         raise BindingMissing(MISSING)
 
 
@@ -51,12 +52,12 @@ except ImportError:
     libvirt = _Missing()
 
 
-def _ignore_error(_ctx, _err):
+def _ignore_error(_ctx: typing.Any, _err: typing.Any) -> None:
     """libvirt's default handler prints every error on stderr
     (``libvirt: XML-RPC error : ...``); the caller reports it once."""
 
 
-def quiet_errors():
+def quiet_errors() -> None:
     """Stop libvirt printing its own error lines: for our commands, whose
     errors are one line of their own. Process-wide, so never called in
     nova-compute (nova's libvirt shares the handler)."""
@@ -108,12 +109,12 @@ class LibvirtTimeout(Exception):
     """A libvirt call overran its time bound or the pass's deadline."""
 
 
-def qemu_pid(name, run_dir=RUN_DIR):
+def qemu_pid(name: str, run_dir: str = RUN_DIR) -> typing.Optional[int]:
     """The pid libvirt recorded for a running guest, or None."""
     return qemuproc.qemu_pid(name, run_dir)
 
 
-def is_host_error(exc):
+def is_host_error(exc: BaseException) -> bool:
     """True when ``exc`` is libvirt's fault (``libvirtError``) or a call
     that overran its bound (``LibvirtTimeout``): how the layers above
     tell the host's faults from their own bugs, without naming libvirt.
@@ -124,7 +125,7 @@ def is_host_error(exc):
         isinstance(exc, libvirt.libvirtError)
 
 
-def code(exc):
+def code(exc: BaseException) -> typing.Optional[int]:
     """libvirt's error code of ``exc``; None for any other exception."""
     return exc.get_error_code() if isinstance(exc, libvirt.libvirtError) \
         else None

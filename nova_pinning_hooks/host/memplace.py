@@ -30,6 +30,7 @@ Invariants:
 
 import collections
 import os
+import typing
 
 from nova_pinning_hooks.host import safefs
 
@@ -37,12 +38,13 @@ CGROUP_ROOT = '/sys/fs/cgroup'
 LIMIT = 1 << 16
 
 
-def _read(path):
+def _read(path: str) -> str:
     return safefs.read_file(path, LIMIT, 'cgroup file').decode(
         'ascii', 'replace')
 
 
-def cgroup_dir(pid, proc='/proc', root=CGROUP_ROOT):
+def cgroup_dir(pid: int, proc: str = '/proc', root: str = CGROUP_ROOT
+               ) -> tuple[typing.Optional[str], typing.Optional[str]]:
     """(directory of the process's memory cgroup, 'v1' or 'v2'), or
     (None, None)."""
     try:
@@ -67,7 +69,7 @@ def cgroup_dir(pid, proc='/proc', root=CGROUP_ROOT):
     return None, None
 
 
-def _threaded_domain(directory, root):
+def _threaded_domain(directory: str, root: str) -> typing.Optional[str]:
     """The cgroup that holds the memory of ``directory``: itself, or for
     a threaded cgroup the threaded domain above it; None if unknown."""
     while True:
@@ -83,10 +85,12 @@ def _threaded_domain(directory, root):
         directory = parent
 
 
-def parse_numa_stat(text, layout, page_size=None):
+def parse_numa_stat(text: str, layout: str,
+                    page_size: typing.Optional[int] = None
+                    ) -> dict[str, int]:
     """{"<node>": KiB} of anonymous memory from ``memory.numa_stat``."""
     page_size = page_size or os.sysconf('SC_PAGE_SIZE')
-    result = collections.Counter()
+    result: collections.Counter[int] = collections.Counter()
     for line in text.splitlines():
         fields = line.split()
         if not fields:
@@ -108,7 +112,8 @@ def parse_numa_stat(text, layout, page_size=None):
     return {str(n): kib for n, kib in sorted(result.items()) if kib}
 
 
-def from_cgroup(pid, proc='/proc', root=CGROUP_ROOT):
+def from_cgroup(pid: int, proc: str = '/proc', root: str = CGROUP_ROOT
+                ) -> typing.Optional[dict[str, int]]:
     """{"<node>": KiB} from the memory cgroup, or None (no answer)."""
     directory, layout = cgroup_dir(pid, proc, root)
     if directory is None:
@@ -117,11 +122,15 @@ def from_cgroup(pid, proc='/proc', root=CGROUP_ROOT):
         text = _read(os.path.join(directory, 'memory.numa_stat'))
     except OSError:
         return None
-    found = parse_numa_stat(text, layout)
+    # cgroup_dir gives a layout with every directory: not None here.
+    found = parse_numa_stat(text, typing.cast(str, layout))
     return found or None
 
 
-def memory_by_node(pid, proc='/proc', root=CGROUP_ROOT, fallback=None):
+def memory_by_node(pid: int, proc: str = '/proc', root: str = CGROUP_ROOT,
+                   fallback: typing.Optional[
+                       typing.Callable[[int], dict[str, int]]] = None
+                   ) -> dict[str, int]:
     """The cgroup's answer, else ``fallback(pid)`` (``numa_maps``)."""
     found = from_cgroup(pid, proc, root)
     if found is not None:

@@ -33,6 +33,10 @@ Invariants:
 
 import dataclasses
 import threading
+import typing
+
+# (uuid, id, name) of each active domain, as listed
+Listing = typing.Sequence[tuple[str, int, str]]
 
 
 @dataclasses.dataclass
@@ -40,19 +44,21 @@ class Domain:
     uuid: str
     id: int  # libvirt's domain id: new at every start of the domain
     name: str
-    xml: str
-    memory: dict  # {"<node>": KiB}
-    affinity: object  # {"<vCPU>": "CPU set"}, or None when not read
-    _entry: object = dataclasses.field(default=None, repr=False,
-                                       compare=False)
+    xml: typing.Optional[str]  # None once written to (stale)
+    memory: dict[str, int]  # {"<node>": KiB}
+    # {"<vCPU>": "CPU set"}, or None when not read
+    affinity: typing.Optional[dict[str, str]]
+    _entry: typing.Optional[dict[str, typing.Any]] = dataclasses.field(
+        default=None, repr=False, compare=False)
 
-    def entry(self):
+    def entry(self) -> dict[str, typing.Any]:
         """The domain as a snapshot entry, made once: the same object
         for as long as nothing read of the domain changes, so that
         ``snapshot.Loader`` need not look inside it again."""
         if self._entry is None:
-            entry = {'xml': self.xml, 'active': True,
-                     'memory_by_node_kib': self.memory}
+            entry: dict[str, typing.Any] = {
+                'xml': self.xml, 'active': True,
+                'memory_by_node_kib': self.memory}
             if self.affinity is not None:
                 entry['kernel_vcpu_affinity'] = self.affinity
             self._entry = entry
@@ -61,22 +67,23 @@ class Domain:
 
 class HostModel:
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._domains = {}  # uuid -> Domain, in listing order
-        self._marked = set()
+        # uuid -> Domain, in listing order
+        self._domains: dict[str, Domain] = {}
+        self._marked: set[str] = set()
         self._everything = True  # nothing read yet
         self.generation = 0
         self.reason = 'first read'  # why everything is to be read
 
     # -- what events and failures say (any thread) ----------------------
 
-    def mark(self, uuid):
+    def mark(self, uuid: str) -> None:
         """The domain ``uuid`` may have changed: fetch it again."""
         with self._lock:
             self._marked.add(uuid)
 
-    def invalidate(self, reason):
+    def invalidate(self, reason: str) -> None:
         """Anything may have changed: fetch every domain again."""
         with self._lock:
             self._everything = True
@@ -84,20 +91,22 @@ class HostModel:
 
     # -- what a pass does -------------------------------------------------
 
-    def take(self):
+    def take(self) -> tuple[bool, set[str]]:
         """(everything, marked uuids) for one pass; both cleared."""
         with self._lock:
             everything, marked = self._everything, self._marked
             self._everything, self._marked = False, set()
             return everything, marked
 
-    def give_back(self, everything, marked):
+    def give_back(self, everything: bool,
+                  marked: typing.AbstractSet[str]) -> None:
         """A pass that failed while reading returns what it took."""
         with self._lock:
             self._everything = self._everything or everything
             self._marked |= marked
 
-    def to_fetch(self, listing, everything, marked):
+    def to_fetch(self, listing: Listing, everything: bool,
+                 marked: typing.AbstractSet[str]) -> list[str]:
         """Of ``listing`` ([(uuid, id, name)], the active domains), the
         uuids whose XML must be fetched; domains no longer listed are
         forgotten (and the generation bumped)."""
@@ -115,7 +124,9 @@ class HostModel:
                 fetch.append(uuid)
         return fetch
 
-    def store(self, uuid, dom_id, name, xml, memory, affinity):
+    def store(self, uuid: str, dom_id: int, name: str, xml: str,
+              memory: dict[str, int],
+              affinity: typing.Optional[dict[str, str]]) -> bool:
         """What was fetched for ``uuid``; True if it differs from what
         was known (the generation then grows). What did not change is
         kept as it was, the same object."""
@@ -132,7 +143,7 @@ class HostModel:
             return True
         return False
 
-    def written(self, uuid):
+    def written(self, uuid: str) -> None:
         """A pass wrote to ``uuid``: what is known of it is stale. It is
         fetched next pass and counts as changed even if it reads as it
         did before the write (someone put the old pins back)."""
@@ -141,15 +152,15 @@ class HostModel:
         if known is not None:
             known.xml = known._entry = None
 
-    def forget(self, uuid):
+    def forget(self, uuid: str) -> None:
         """``uuid`` went away while being read."""
         if self._domains.pop(uuid, None) is not None:
             self.generation += 1
 
-    def domains(self, listing):
+    def domains(self, listing: Listing) -> list[Domain]:
         """The known domains, in ``listing``'s order."""
         return [self._domains[uuid] for uuid, _, _ in listing
                 if uuid in self._domains]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._domains)

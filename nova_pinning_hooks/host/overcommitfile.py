@@ -42,14 +42,14 @@ class OvercommitError(Exception):
 
 class OvercommitInfo(typing.NamedTuple):
     allocation_ratio: float
-    shared_cpus: object  # CPU set text or None
-    dedicated_cpus: object  # CPU set text or None
+    shared_cpus: typing.Optional[str]  # CPU set text
+    dedicated_cpus: typing.Optional[str]  # CPU set text
     host: str
     written_at: str
     ratio_source: str
 
 
-def write(path, content):
+def write(path: str, content: typing.Mapping[str, typing.Any]) -> None:
     """Atomically replace ``path`` with ``content`` (a dict) as JSON; a
     file set aside as stale (``set_aside``) is superseded and removed."""
     _check(content, path)
@@ -60,12 +60,12 @@ def write(path, content):
         pass
 
 
-def stale_path(path):
+def stale_path(path: str) -> str:
     """Where ``set_aside`` moves a file nova-compute could not rewrite."""
     return path + '.stale'
 
 
-def matches(path, content):
+def matches(path: str, content: typing.Mapping[str, typing.Any]) -> bool:
     """True if the file at ``path`` holds the ratio and CPU sets of
     ``content`` (what nova-compute computed): a file it could not
     rewrite is still right then. False if it differs or is unusable."""
@@ -74,14 +74,14 @@ def matches(path, content):
     except OvercommitError:
         return False
 
-    def cpus(text):
+    def cpus(text: typing.Optional[str]) -> typing.Optional[frozenset[int]]:
         return None if text is None else cpuset.parse(text)
     return (info.allocation_ratio == float(content['allocation_ratio']) and
             cpus(info.shared_cpus) == cpus(content['shared_cpus']) and
             cpus(info.dedicated_cpus) == cpus(content['dedicated_cpus']))
 
 
-def set_aside(path):
+def set_aside(path: str) -> bool:
     """Move the file nova-compute could not rewrite out of the passes'
     way (a rename within its directory: it needs no free space) to
     ``stale_path``, where ``read`` finds it and says so. Returns False if
@@ -93,7 +93,7 @@ def set_aside(path):
     return True
 
 
-def read(path):
+def read(path: str) -> OvercommitInfo:
     """The validated content of the file; OvercommitError if unusable."""
     try:
         content = statefile.read_json(path, what='overcommit file')
@@ -127,7 +127,7 @@ def read(path):
         ratio_source=str(content.get('ratio_source') or ''))
 
 
-def _check(content, path):
+def _check(content: object, path: str) -> None:
     if not isinstance(content, dict):
         raise OvercommitError('overcommit file %s is corrupt: not a JSON '
                               'object' % path)

@@ -15,19 +15,22 @@ Invariants:
 * a process or thread that vanished while being read is left out, never
   an error: ``vcpu_affinity`` returns what it could read ({} for a gone
   process);
-* reads are bounded: comm files are at most 16 bytes, schedstat files
-  at most ``SCHEDSTAT_LIMIT`` bytes, read as regular files without
-  following links (``safefs.read_file``).
+* reads are bounded: comm files are at most 16 bytes, schedstat and
+  status files at most ``SCHEDSTAT_LIMIT`` and ``STATUS_LIMIT`` bytes,
+  read as regular files without following links (``safefs.read_file``).
 """
 
 import os
+import typing
 
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import safefs
 
 SCHEDSTAT_LIMIT = 256
+STATUS_LIMIT = 16384  # a thread's status file: about 1.5 KiB
 
 
-def qemu_pid(name, run_dir):
+def qemu_pid(name: str, run_dir: str) -> typing.Optional[int]:
     """The pid libvirt recorded for a running guest, or None."""
     try:
         text = safefs.read_file(os.path.join(run_dir, name + '.pid'),
@@ -40,7 +43,7 @@ def qemu_pid(name, run_dir):
     return int(text)
 
 
-def vcpu_threads(pid, proc='/proc'):
+def vcpu_threads(pid: int, proc: str = '/proc') -> dict[int, int]:
     """{vCPU index: thread id} of a qemu process."""
     task_dir = os.path.join(proc, str(pid), 'task')
     try:
@@ -63,18 +66,41 @@ def vcpu_threads(pid, proc='/proc'):
     return found
 
 
-def vcpu_affinity(pid, proc='/proc', getaffinity=os.sched_getaffinity):
-    """{vCPU index: frozenset of CPUs the kernel lets it run on}."""
+def thread_affinity(pid: int, tid: int, proc: str = '/proc'
+                    ) -> typing.Optional[frozenset[int]]:
+    """The CPUs the kernel lets thread ``tid`` of process ``pid`` run on
+    (its ``Cpus_allowed_list``: the mask ``sched_getaffinity`` returns,
+    read under ``proc`` so that a test's /proc can stand in), or None:
+    the thread ended, or the line is missing or unreadable."""
+    path = os.path.join(proc, str(pid), 'task', str(tid), 'status')
+    try:
+        text = safefs.read_file(path, STATUS_LIMIT, 'status')
+    except OSError:
+        return None
+    for line in text.decode('ascii', 'replace').splitlines():
+        if line.startswith('Cpus_allowed_list:'):
+            try:
+                return cpuset.parse(line.split(':', 1)[1].strip())
+            except cpuset.CpusetError:
+                return None
+    return None
+
+
+def vcpu_affinity(pid: int, proc: str = '/proc'
+                  ) -> dict[int, frozenset[int]]:
+    """{vCPU index: frozenset of CPUs the kernel lets it run on}: the
+    one reader of vCPU affinity (passes compare it with libvirt's pins,
+    the isolation agent finds the one-to-one CPUs from it)."""
     result = {}
     for vcpu, tid in vcpu_threads(pid, proc).items():
-        try:
-            result[vcpu] = frozenset(getaffinity(tid))
-        except OSError:
-            continue  # the thread ended
+        cpus = thread_affinity(pid, tid, proc)
+        if cpus is not None:
+            result[vcpu] = cpus
     return result
 
 
-def vcpu_schedstat(pid, proc='/proc'):
+def vcpu_schedstat(pid: int, proc: str = '/proc'
+                   ) -> dict[int, tuple[int, int]]:
     """{vCPU index: (ns on a CPU, ns runnable but waiting)} of a qemu
     process, from each vCPU thread's ``schedstat`` (the kernel's
     ``sum_exec_runtime`` and ``run_delay``)."""

@@ -35,6 +35,7 @@ Invariants:
 import os
 import threading
 import time
+import typing
 
 from oslo_log import log as logging
 
@@ -52,8 +53,10 @@ MAX_REMEMBERED = 4096  # guests remembered as unknown, at most
 # again only after an event or a resync.
 PERSISTS = 10.0
 
+_T = typing.TypeVar('_T')
 
-def names_guest(cmdline, name):
+
+def names_guest(cmdline: bytes, name: str) -> bool:
     """Whether the NUL-separated ``cmdline`` (bytes) is qemu's for the
     guest called ``name``: its ``-name`` argument names it."""
     args = cmdline.split(b'\0')
@@ -77,7 +80,7 @@ def names_guest(cmdline, name):
     return False
 
 
-def start_time(pid, proc='/proc'):
+def start_time(pid: int, proc: str = '/proc') -> int:
     """The process's start time (clock ticks since boot, field 22 of
     ``/proc/<pid>/stat``): with the pid, it names one process."""
     text = safefs.read_file(os.path.join(proc, str(pid), 'stat'),
@@ -88,7 +91,8 @@ def start_time(pid, proc='/proc'):
     return int(fields[19])
 
 
-def _identity(pid, name, proc):
+def _identity(pid: int, name: str, proc: str
+              ) -> tuple[typing.Optional[int], typing.Optional[str]]:
     """(start time, None) when ``pid`` is ``name``'s qemu here, else
     (None, why)."""
     base = os.path.join(proc, str(pid))
@@ -109,14 +113,16 @@ def _identity(pid, name, proc):
 class Proof:
     """Proves pids per guest; remembers which guests have no proof."""
 
-    def __init__(self, proc='/proc'):
+    def __init__(self, proc: str = '/proc') -> None:
         self.proc = proc
         self.clock = time.monotonic  # tests replace it
         self._lock = threading.Lock()
         # guest name -> (pid, why, when first unproven, warned)
-        self._unknown = {}
+        self._unknown: dict[
+            str, tuple[int, typing.Optional[str], float, bool]] = {}
 
-    def read(self, name, pid, reader):
+    def read(self, name: str, pid: int,
+             reader: typing.Callable[[int], _T]) -> typing.Optional[_T]:
         """``reader(pid)`` when ``pid`` is proven to be ``name``'s qemu
         for the whole read, else None (the facts are unknown)."""
         started, why = _identity(pid, name, self.proc)
@@ -130,12 +136,13 @@ class Proof:
         self._refuse(name, pid, why)
         return None
 
-    def _proven(self, name):
+    def _proven(self, name: str) -> None:
         if name in self._unknown:
             with self._lock:
                 self._unknown.pop(name, None)
 
-    def _refuse(self, name, pid, why):
+    def _refuse(self, name: str, pid: int,
+                why: typing.Optional[str]) -> None:
         now = self.clock()
         with self._lock:
             said = self._unknown.get(name)
@@ -159,7 +166,7 @@ class Proof:
                       'if it lasts %.0f s); its /proc facts are unknown '
                       'meanwhile', name, pid, why, PERSISTS)
 
-    def unknown(self):
+    def unknown(self) -> dict[str, typing.Optional[str]]:
         """{guest name: why} of the guests whose /proc facts are unknown
         (their last read found no proof)."""
         with self._lock:

@@ -31,6 +31,7 @@ import errno
 import os
 import secrets
 import stat
+import typing
 
 # Limits for the package's own small files; callers may pass others.
 STATE_LIMIT = 1 << 20        # overcommit file, isolation state
@@ -42,11 +43,12 @@ class UnsafeFileError(OSError):
     """A file or directory that cannot be used safely."""
 
 
-def _error(path, why, err=errno.EPERM):
+def _error(path: str, why: str,
+           err: typing.Optional[int] = errno.EPERM) -> UnsafeFileError:
     return UnsafeFileError(err, '%s: %s' % (path, why))
 
 
-def _trusted(st, uid):
+def _trusted(st: os.stat_result, uid: int) -> bool:
     """A directory only root or ``uid`` can change (sticky root-owned
     world-writable directories such as /tmp included). The rule protects
     root: a less-privileged writer (nova-compute) writes wherever the
@@ -61,7 +63,7 @@ def _trusted(st, uid):
     return True
 
 
-def open_dir(path, create=False, mode=DIR_MODE):
+def open_dir(path: str, create: bool = False, mode: int = DIR_MODE) -> int:
     """A descriptor of directory ``path``, reached without following a
     link and through directories only root or this user controls.
 
@@ -111,7 +113,8 @@ def open_dir(path, create=False, mode=DIR_MODE):
         raise
 
 
-def write_atomic(path, data, mode=0o644, create_dir=True):
+def write_atomic(path: str, data: bytes, mode: int = 0o644,
+                 create_dir: bool = True) -> None:
     """Replace ``path`` with ``data`` (bytes) atomically; see above."""
     directory, name = os.path.split(os.path.abspath(path))
     dfd = open_dir(directory, create=create_dir)
@@ -140,7 +143,7 @@ def write_atomic(path, data, mode=0o644, create_dir=True):
         os.close(dfd)
 
 
-def remove_stale_temporaries(path):
+def remove_stale_temporaries(path: str) -> int:
     """Remove temporary files a crashed ``write_atomic`` of ``path`` left
     (only ours: ``.<name>.<hex>.tmp`` regular files). Returns how many."""
     directory, name = os.path.split(os.path.abspath(path))
@@ -166,7 +169,8 @@ def remove_stale_temporaries(path):
     return removed
 
 
-def read_file(path, limit, what='file', private=False):
+def read_file(path: str, limit: int, what: str = 'file',
+              private: bool = False) -> bytes:
     """The bytes of regular file ``path`` (at most ``limit``).
 
     ``private``: the file must also be owned by this user and writable by
@@ -210,7 +214,8 @@ def read_file(path, limit, what='file', private=False):
         os.close(fd)
 
 
-def read_stream(stream, limit, what='input'):
+def read_stream(stream: typing.BinaryIO, limit: int,
+                what: str = 'input') -> bytes:
     """At most ``limit`` bytes of a binary stream (standard input)."""
     data = stream.read(limit + 1)
     if len(data) > limit:
@@ -219,7 +224,7 @@ def read_stream(stream, limit, what='input'):
     return data
 
 
-def check_readable_config(path, limit):
+def check_readable_config(path: str, limit: int) -> None:
     """Refuse a configuration file that is not a regular file of at most
     ``limit`` bytes, before oslo.config opens it (it follows links, as
     operators expect of /etc, and would block on a FIFO or read a device

@@ -8,18 +8,20 @@ only a regular file of bounded size.
 """
 
 import json
+import typing
 
 from nova_pinning_hooks.engine import strict
 from nova_pinning_hooks.host import safefs
 
 
-def write_json(path, content, mode=0o644):
+def write_json(path: str, content: typing.Any, mode: int = 0o644) -> None:
     text = json.dumps(content, indent=1, sort_keys=True) + '\n'
     safefs.write_atomic(path, text.encode('utf-8'), mode=mode)
 
 
-def read_json(path, limit=safefs.STATE_LIMIT, what='state file',
-              private=False):
+def read_json(path: str, limit: int = safefs.STATE_LIMIT,
+              what: str = 'state file',
+              private: bool = False) -> typing.Any:
     """The parsed JSON of ``path``. ``FileNotFoundError`` when absent,
     ``safefs.UnsafeFileError`` when not a small regular file (or, with
     ``private``, not this user's alone), ``ValueError`` when not UTF-8

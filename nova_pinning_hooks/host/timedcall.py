@@ -22,6 +22,9 @@ Invariants:
 
 import queue
 import threading
+import typing
+
+_T = typing.TypeVar('_T')
 
 
 class CallTimeout(Exception):
@@ -30,8 +33,11 @@ class CallTimeout(Exception):
 
 class _Job:
     __slots__ = ('func', 'args', 'done', 'result', 'error')
+    result: typing.Any  # what ``func`` returned
+    error: typing.Optional[BaseException]  # what it raised
 
-    def __init__(self, func, args):
+    def __init__(self, func: typing.Callable[..., typing.Any],
+                 args: tuple[typing.Any, ...]) -> None:
         self.func, self.args = func, args
         self.done = threading.Event()
         self.result = self.error = None
@@ -39,14 +45,15 @@ class _Job:
 
 class Worker:
 
-    def __init__(self, name='timed-call'):
-        self._jobs = queue.SimpleQueue()
+    def __init__(self, name: str = 'timed-call') -> None:
+        self._jobs: queue.SimpleQueue[typing.Optional[_Job]] = \
+            queue.SimpleQueue()
         self.retired = False
         self._thread = threading.Thread(target=self._loop, name=name,
                                         daemon=True)
         self._thread.start()
 
-    def _loop(self):
+    def _loop(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:
@@ -57,7 +64,8 @@ class Worker:
                 job.error = exc
             job.done.set()
 
-    def call(self, timeout, func, *args):
+    def call(self, timeout: float, func: typing.Callable[..., _T],
+             *args: typing.Any) -> _T:
         if self.retired:
             raise CallTimeout('worker retired after an earlier timeout')
         job = _Job(func, args)
@@ -71,12 +79,13 @@ class Worker:
             raise job.error
         return job.result
 
-    def alive(self):
+    def alive(self) -> bool:
         """True while the worker's thread runs: after a timeout, while
         the abandoned call (or the cleanup after it) is still blocked."""
         return self._thread.is_alive()
 
-    def retire(self, cleanup=None):
+    def retire(self, cleanup: typing.Optional[
+            typing.Callable[[], object]] = None) -> None:
         """Stop after the call in progress, running ``cleanup`` first."""
         self.retired = True
         if cleanup is not None:

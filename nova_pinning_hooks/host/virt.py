@@ -41,11 +41,14 @@ import collections
 import dataclasses
 import threading
 import time
+import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import hung
 from nova_pinning_hooks.host import libvirtapi
+from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import qemuproof
 from nova_pinning_hooks.host import timedcall
 from nova_pinning_hooks.host import virtread
@@ -60,11 +63,16 @@ EVENTS = ('LIFECYCLE', 'REBOOT', 'TUNABLE', 'DEVICE_ADDED', 'DEVICE_REMOVED',
           'METADATA_CHANGE', 'JOB_COMPLETED')
 KEEPALIVE = (5, 3)  # interval (s), count: a dead daemon is seen in ~20 s
 
-_EVENT_LOOP = None
+_EVENT_LOOP: typing.Optional[threading.Thread] = None
 _EVENT_LOOP_LOCK = threading.Lock()
 
+_T = typing.TypeVar('_T')
+# ``on_change(reason)``: what ``watch`` tells of each event (its return
+# value is not used)
+_OnChange = typing.Callable[[str], object]
 
-def start_event_loop():
+
+def start_event_loop() -> None:
     """Register libvirt's default event implementation and run it in a
     daemon thread; once per process, before any connection that is to
     carry events opens. Not in nova-compute, whose libvirt driver owns
@@ -80,7 +88,7 @@ def start_event_loop():
         _EVENT_LOOP.start()
 
 
-def _run_event_loop():
+def _run_event_loop() -> None:
     while True:
         try:
             libvirtapi.libvirt.virEventRunDefaultImpl()
@@ -101,7 +109,7 @@ class HostOptions:
     kernel_affinity: bool
 
 
-def connect(uri, options):
+def connect(uri: str, options: HostOptions) -> 'Host':
     """A ``Host`` for ``uri``; the connection opens on first use."""
     return Host(uri, options)
 
@@ -112,8 +120,10 @@ class Host:
     ``writer`` (``virtwrite``), which reach libvirt through ``call``,
     ``connection`` and ``with_reconnect``."""
 
-    def __init__(self, uri, options, memory_reader=None,
-                 run_dir=libvirtapi.RUN_DIR):
+    def __init__(self, uri: str, options: HostOptions,
+                 memory_reader: typing.Optional[
+                     typing.Callable[[str], dict[str, int]]] = None,
+                 run_dir: str = libvirtapi.RUN_DIR) -> None:
         self.uri = uri
         self.busy_retries = options.busy_retries
         self.busy_retry_delay = options.busy_retry_delay
@@ -122,44 +132,50 @@ class Host:
         self.kernel_affinity = options.kernel_affinity
         self.run_dir = run_dir
         self.proof = qemuproof.Proof()  # pids from libvirt, proven here
-        self._conn = None
-        self._worker = None
-        self.model = None  # model.HostModel this Host keeps current
+        self._conn: typing.Any = None  # libvirt's virConnect
+        self._worker: typing.Optional[timedcall.Worker] = None
+        # model.HostModel this Host keeps current
+        self.model: typing.Optional[model_mod.HostModel] = None
         # (connection, {uuid: domain}) of the last listing: apply writes
         # to these objects while that connection is the one open.
-        self.listed = (None, {})
-        self._on_change = None
-        self._callbacks = []  # event callback ids on self._conn
-        self.deadline = None  # time.monotonic() by which a pass must end
-        self.calls = collections.Counter()
+        self.listed: tuple[typing.Any, dict[str, typing.Any]] = (None, {})
+        self._on_change: typing.Optional[_OnChange] = None
+        # event callback ids on self._conn
+        self._callbacks: list[int] = []
+        # time.monotonic() by which a pass must end
+        self.deadline: typing.Optional[float] = None
+        self.calls: collections.Counter[str] = collections.Counter()
         self.reader = virtread.Reader(self, memory_reader)
         self.writer = virtwrite.Writer(self)
 
     # -- what it reads and writes (virtread, virtwrite) -------------------
 
-    def capabilities(self):
+    def capabilities(self) -> str:
         return self.reader.capabilities()
 
-    def read_snapshot(self, model=None):
+    def read_snapshot(self,
+                      model: typing.Optional[model_mod.HostModel] = None
+                      ) -> dict[str, typing.Any]:
         return self.reader.read_snapshot(model)
 
-    def vcpu_stats(self):
+    def vcpu_stats(self) -> virtread.VcpuStats:
         return self.reader.vcpu_stats()
 
-    def vcpu_counts(self):
+    def vcpu_counts(self) -> dict[str, int]:
         return self.reader.vcpu_counts()
 
-    def apply(self, changes):
+    def apply(self, changes: typing.Iterable[plan_mod.PinChange]
+              ) -> virtwrite.ApplyResult:
         return self.writer.apply(changes)
 
-    def set_deadline(self, deadline):
+    def set_deadline(self, deadline: typing.Optional[float]) -> None:
         """Bound every later call by ``deadline`` (monotonic; None: no
         bound beyond ``call_timeout``)."""
         self.deadline = deadline
 
     # -- connection -----------------------------------------------------
 
-    def connection(self):
+    def connection(self) -> typing.Any:
         if self._conn is not None and self._alive():
             return self._conn
         if self._conn is not None:
@@ -176,7 +192,8 @@ class Host:
 
     # -- events ---------------------------------------------------------
 
-    def watch(self, model, on_change):
+    def watch(self, model: model_mod.HostModel,
+              on_change: _OnChange) -> None:
         """Keep ``model`` current with libvirt's events from now on;
         ``on_change(reason)`` is called (on the event thread) after each
         one. ``start_event_loop`` must have run before the connection
@@ -186,7 +203,7 @@ class Host:
             self._drop()
         self.with_reconnect(self.connection)
 
-    def _register_events(self):
+    def _register_events(self) -> None:
         conn = self._conn
         for name in EVENTS:
             event = getattr(libvirtapi.libvirt, 'VIR_DOMAIN_EVENT_ID_' + name,
@@ -205,34 +222,41 @@ class Host:
             # e.g. a local test driver
             LOG.debug('libvirt keepalive not set: %s', exc)
 
-    def _domain_event(self, conn, dom, *args):
+    def _domain_event(self, conn: typing.Any, dom: typing.Any,
+                      *args: typing.Any) -> None:
         """Any domain event; ``args[-1]`` is the event's name. On
         libvirt's event thread: mark and tell, nothing more."""
+        # model and on_change: set by watch, before events are registered
         try:
-            self.model.mark(dom.UUIDString())  # local: no daemon call
-            self._on_change('%s event of %s' % (args[-1], dom.name()))
+            typing.cast(model_mod.HostModel, self.model).mark(
+                dom.UUIDString())  # local: no daemon call
+            typing.cast(_OnChange, self._on_change)(
+                '%s event of %s' % (args[-1], dom.name()))
         except Exception:  # never into libvirt's loop
             LOG.exception('libvirt event not handled')
 
-    def _closed(self, conn, reason, opaque):
+    def _closed(self, conn: typing.Any, reason: int,
+                opaque: typing.Any) -> None:
         try:
-            self.model.invalidate('connection closed (reason %s)' % reason)
-            self._on_change('connection to %s closed' % self.uri)
+            typing.cast(model_mod.HostModel, self.model).invalidate(
+                'connection closed (reason %s)' % reason)
+            typing.cast(_OnChange, self._on_change)(
+                'connection to %s closed' % self.uri)
         except Exception:
             LOG.exception('libvirt close event not handled')
 
-    def _alive(self):
+    def _alive(self) -> bool:
         try:
             return bool(self._timed('isAlive', self._conn.isAlive))
         except libvirtapi.libvirt.libvirtError:
             return False
 
-    def _drop(self):
+    def _drop(self) -> None:
         conn, self._conn = self._conn, None
         self.listed = (None, {})
         callbacks, self._callbacks = self._callbacks, []
 
-        def close():
+        def close() -> None:
             for callback in callbacks:
                 try:
                     conn.domainEventDeregisterAny(callback)
@@ -252,19 +276,21 @@ class Host:
         except libvirtapi.LibvirtTimeout:
             pass  # abandoned with its worker
 
-    def close(self):
+    def close(self) -> None:
         if self._conn is not None:
             self._drop()
         if self._worker is not None:
             self._worker.retire()
             self._worker = None
 
-    def call(self, kind, api, func, *args):
+    def call(self, kind: str, api: str, func: typing.Callable[..., _T],
+             *args: typing.Any) -> _T:
         self.calls[kind] += 1
         self.calls[api] += 1
         return self._timed(api, func, *args)
 
-    def _timed(self, api, func, *args):
+    def _timed(self, api: str, func: typing.Callable[..., _T],
+               *args: typing.Any) -> _T:
         """``func(*args)`` on the worker, within the time bound."""
         timeout, bound = self.call_timeout, 'call timeout'
         if self.deadline is not None:
@@ -288,7 +314,7 @@ class Host:
                 'libvirt call %s to %s did not return within %.3g s (%s)' % (
                     api, self.uri, timeout, bound)) from None
 
-    def _abandon(self):
+    def _abandon(self) -> None:
         """Leave a hung connection to its worker: closed there, later."""
         conn, self._conn = self._conn, None
         self.listed = (None, {})
@@ -301,7 +327,7 @@ class Host:
                           else None)
             hung.abandoned(self.uri, worker)
 
-    def with_reconnect(self, func):
+    def with_reconnect(self, func: typing.Callable[[], _T]) -> _T:
         """Run ``func()``; if the connection died under it, once more."""
         try:
             return func()

@@ -39,24 +39,50 @@ this module does not import ``virt``.
 
 import collections
 import os
+import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import memplace
+from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import qemuproc
+from nova_pinning_hooks.host import qemuproof
 LOG = logging.getLogger(__name__)
 
+_T = typing.TypeVar('_T')
 
-def read_memory_by_node(pid, proc='/proc'):
+# (monotonic time of the reading, {uuid: {'name': name,
+# 'vcpus': {index: {'time': ns, 'delay': ns}}}})
+VcpuStats = tuple[float, dict[str, dict[str, typing.Any]]]
+
+
+class ReaderHost(typing.Protocol):
+    """What ``Reader`` uses of its ``virt.Host`` (not imported here)."""
+    model: typing.Optional[model_mod.HostModel]
+    # (connection, {uuid: domain}) of the last listing
+    listed: tuple[typing.Any, dict[str, typing.Any]]
+    kernel_affinity: bool
+    run_dir: str
+    proof: qemuproof.Proof
+
+    def connection(self) -> typing.Any: ...
+
+    def call(self, kind: str, api: str, func: typing.Callable[..., _T],
+             *args: typing.Any) -> _T: ...
+
+    def with_reconnect(self, func: typing.Callable[[], _T]) -> _T: ...
+
+
+def read_memory_by_node(pid: int, proc: str = '/proc') -> dict[str, int]:
     """KiB of a qemu process's anonymous (guest RAM) memory per NUMA node.
 
     Sums the ``N<node>=<pages>`` fields of ``/proc/PID/numa_maps`` for
     anonymous and huge-page mappings; file mappings (libraries) are left
     out. Returns {} when the process or the file is gone.
     """
-    result = collections.Counter()
+    result: collections.Counter[int] = collections.Counter()
     try:
         with open(os.path.join(proc, str(pid), 'numa_maps'),
                   encoding='ascii', errors='replace') as f:
@@ -85,19 +111,25 @@ class Reader:
     ``memory_reader(name)``, if given, stands in for the guest's memory
     placement read from its qemu process."""
 
-    def __init__(self, host, memory_reader=None):
+    def __init__(self, host: ReaderHost,
+                 memory_reader: typing.Optional[
+                     typing.Callable[[str], dict[str, int]]] = None
+                 ) -> None:
         self.host = host
         self._memory_reader = memory_reader or self._memory_from_proc
-        self._caps = None  # the connection's capabilities, read once
+        # the connection's capabilities, read once
+        self._caps: typing.Optional[str] = None
 
-    def capabilities(self):
+    def capabilities(self) -> str:
         if self._caps is None:
             self._caps = self.host.with_reconnect(lambda: self.host.call(
                 'read', 'getCapabilities',
                 self.host.connection().getCapabilities))
         return self._caps
 
-    def read_snapshot(self, model=None):
+    def read_snapshot(self,
+                      model: typing.Optional[model_mod.HostModel] = None
+                      ) -> dict[str, typing.Any]:
         """The live host: capabilities and the active domains. With a
         ``model.HostModel``, only what it cannot vouch for is read."""
         if model is None:
@@ -105,10 +137,11 @@ class Reader:
         self.host.model = model
         return self.host.with_reconnect(self._read_changed)
 
-    def _read_changed(self):
+    def _read_changed(self) -> dict[str, typing.Any]:
         conn = self.host.connection()  # may invalidate the model: first
         caps = self.capabilities()
-        model = self.host.model
+        # set by read_snapshot, which alone calls this
+        model = typing.cast(model_mod.HostModel, self.host.model)
         everything, marked = model.take()
         try:
             doms = self.host.call(
@@ -135,7 +168,8 @@ class Reader:
         domains = [d.entry() for d in model.domains(listing)]
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
-    def _live_xml(self, dom, name):
+    def _live_xml(self, dom: typing.Any,
+                  name: str) -> typing.Optional[str]:
         """The domain's live XML; None if it went away meanwhile."""
         try:
             return self.host.call('read', 'XMLDesc', dom.XMLDesc, 0)
@@ -146,7 +180,7 @@ class Reader:
                 return None
             raise
 
-    def _read(self):
+    def _read(self) -> dict[str, typing.Any]:
         conn = self.host.connection()
         caps = self.capabilities()
         doms = self.host.call(
@@ -166,7 +200,7 @@ class Reader:
             domains.append(entry)
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
-    def vcpu_stats(self):
+    def vcpu_stats(self) -> VcpuStats:
         """Every running guest's cumulative vCPU counters, one call.
 
         Returns (monotonic time of the reading, {uuid: {'name': name,
@@ -174,13 +208,13 @@ class Reader:
         ``steal.rates`` takes."""
         return self.host.with_reconnect(self._vcpu_stats)
 
-    def vcpu_counts(self):
+    def vcpu_counts(self) -> dict[str, int]:
         """{uuid: online vCPUs} of every running guest (no event tells of
         a vCPU hot-plug): a listing and one call a guest, none of which
         reaches qemu."""
         return self.host.with_reconnect(self._vcpu_counts)
 
-    def _vcpu_counts(self):
+    def _vcpu_counts(self) -> dict[str, int]:
         conn = self.host.connection()
         # vcpusFlags(live) reads libvirt's live definition: no job, no
         # monitor. getAllDomainStats' vCPU group, one call, asks every
@@ -201,7 +235,7 @@ class Reader:
                 # ended since the listing: nothing to bind
         return counts
 
-    def _vcpu_stats(self):
+    def _vcpu_stats(self) -> VcpuStats:
         conn = self.host.connection()
         records = self.host.call(
             'read', 'getAllDomainStats', conn.getAllDomainStats,
@@ -225,7 +259,8 @@ class Reader:
             sample[dom.UUIDString()] = {'name': name, 'vcpus': vcpus}
         return taken, sample
 
-    def _proven(self, name, reader):
+    def _proven(self, name: str,
+                reader: typing.Callable[[int], _T]) -> typing.Optional[_T]:
         """``reader(pid)`` of the guest's qemu, or None: no pid, or no
         proof that the pid is its qemu here (``qemuproof``)."""
         pid = libvirtapi.qemu_pid(name, self.host.run_dir)
@@ -233,16 +268,16 @@ class Reader:
             return None
         return self.host.proof.read(name, pid, reader)
 
-    def _schedstat(self, name):
+    def _schedstat(self, name: str) -> dict[int, dict[str, int]]:
         found = self._proven(name, qemuproc.vcpu_schedstat) or {}
         return {v: {'time': t, 'delay': d} for v, (t, d) in
                 sorted(found.items())}
 
-    def _memory_from_proc(self, name):
+    def _memory_from_proc(self, name: str) -> dict[str, int]:
         return self._proven(name, lambda pid: memplace.memory_by_node(
             pid, fallback=read_memory_by_node)) or {}
 
-    def _affinity(self, name):
+    def _affinity(self, name: str) -> dict[str, str]:
         found = self._proven(name, qemuproc.vcpu_affinity) or {}
         return {str(v): cpuset.format(cpus) for v, cpus in
                 sorted(found.items())}

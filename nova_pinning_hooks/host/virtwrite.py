@@ -42,37 +42,62 @@ from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import libvirtapi
 LOG = logging.getLogger(__name__)
 
+_T = typing.TypeVar('_T')
+
 
 class ApplyResult(typing.NamedTuple):
-    applied: list  # PinChange
-    skipped: list  # (PinChange or guest name, reason)
-    error: list  # [] or [one message]: the writes stopped early
-    held: object = frozenset()  # uuids not written: a job of libvirt's
+    applied: list[plan_mod.PinChange]
+    # (PinChange or guest name, reason)
+    skipped: list[tuple[typing.Union[plan_mod.PinChange, str], str]]
+    error: list[str]  # [] or [one message]: the writes stopped early
+    # uuids not written: a job of libvirt's
+    held: typing.AbstractSet[str] = frozenset()
+
+
+class WriterHost(typing.Protocol):
+    """What ``Writer`` uses of its ``virt.Host`` (not imported here)."""
+    set_home_node: bool
+    busy_retries: int
+    busy_retry_delay: float
+    # (connection, {uuid: domain}) of the last listing
+    listed: tuple[typing.Any, dict[str, typing.Any]]
+
+    def capabilities(self) -> str: ...
+
+    def connection(self) -> typing.Any: ...
+
+    def call(self, kind: str, api: str, func: typing.Callable[..., _T],
+             *args: typing.Any) -> _T: ...
+
+    def with_reconnect(self, func: typing.Callable[[], _T]) -> _T: ...
 
 
 class Writer:
     """What ``virt.Host`` writes; uses its connection and bounded calls
     (``host.connection``, ``host.call``, ``host.with_reconnect``)."""
 
-    def __init__(self, host):
+    def __init__(self, host: WriterHost) -> None:
         self.host = host
-        self._ncpus = None
+        self._ncpus: typing.Optional[int] = None
 
-    def _cpumap(self, cpus):
+    def _cpumap(self, cpus: typing.AbstractSet[int]) -> tuple[bool, ...]:
         if self._ncpus is None:
             import xml.etree.ElementTree as ET  # noqa: S405 - libvirt's XML
             root = ET.fromstring(self.host.capabilities())  # noqa: S314
-            ids = [int(c.get('id')) for c in root.iter('cpu')
+            ids = [int(c.get('id', '')) for c in root.iter('cpu')
                    if (c.get('id') or '').isdigit()]
             self._ncpus = max(ids) + 1
         return tuple(i in cpus for i in range(self._ncpus))
 
 
-    def apply(self, changes):
+    def apply(self, changes: typing.Iterable[plan_mod.PinChange]
+              ) -> ApplyResult:
         """Write ``changes`` (``plan.PinChange``); never raises for a
         libvirt fault: what could not be written is in ``skipped``."""
-        result = ApplyResult([], [], [], set())
-        by_guest = collections.OrderedDict()
+        held_uuids: set[str] = set()  # the result's ``held``
+        result = ApplyResult([], [], [], held_uuids)
+        by_guest: collections.OrderedDict[
+            str, list[plan_mod.PinChange]] = collections.OrderedDict()
         for change in changes:
             if change.kind == plan_mod.ChangeKind.NUMA and \
                     not self.host.set_home_node:
@@ -94,14 +119,15 @@ class Writer:
             if uuid in held:
                 # Its event (or the operation's hook) asks for the pass
                 # that writes it.
-                result.held.add(uuid)
+                held_uuids.add(uuid)
                 self._skip(result, group, group[0].name,
                            'guest %s: written once libvirt\'s job on it '
                            'ends' % held[uuid], log=LOG.debug)
                 continue
             try:
                 self.host.with_reconnect(
-                    lambda u=uuid, g=group: self._apply_guest(u, g, result))
+                    lambda u=uuid, g=group:  # type: ignore[misc]
+                    self._apply_guest(u, g, result))
             except libvirtapi.LibvirtTimeout as exc:
                 self._stop_writes(result, pending[n:], exc)
                 break
@@ -114,7 +140,10 @@ class Writer:
                             group[0].name, exc)
         return result
 
-    def _stop_writes(self, result, pending, exc):
+    def _stop_writes(self, result: ApplyResult,
+                     pending: typing.Iterable[
+                         tuple[str, list[plan_mod.PinChange]]],
+                     exc: Exception) -> None:
         """No more writes this pass: what is left is skipped."""
         done = set(map(id, result.applied))
         for _, rest in pending:
@@ -123,7 +152,8 @@ class Writer:
         result.error.append(str(exc))
         LOG.error('pin writes stopped: %s', exc)
 
-    def _held(self, by_guest):
+    def _held(self, by_guest: typing.Mapping[
+            str, typing.Sequence[plan_mod.PinChange]]) -> dict[str, str]:
         """{uuid: why} of the guests of ``by_guest`` that a job of
         libvirt's holds: paused for one of its long jobs
         (``libvirtapi.HELD``: the state of every paused domain, in one
@@ -149,7 +179,7 @@ class Writer:
                     held[uuid] = why
         return held
 
-    def _job(self, uuid, name):
+    def _job(self, uuid: str, name: str) -> typing.Optional[str]:
         """Why a job of libvirt's holds the domain ``uuid`` while it
         runs (the source of a live migration runs until its switch-over,
         minutes for a large guest); None if no job does.
@@ -175,7 +205,7 @@ class Writer:
         return libvirtapi.JOB_OPERATION.get(stats.get('operation'),
                                             'in a job')
 
-    def _domain(self, uuid):
+    def _domain(self, uuid: str) -> typing.Any:
         """The domain object to write to: the listing's (or one looked
         up earlier), while its connection is the open one; else looked
         up."""
@@ -192,7 +222,9 @@ class Writer:
             self.host.listed = (conn, dict(listed, **{uuid: dom}))
         return dom
 
-    def _apply_guest(self, uuid, changes, result):
+    def _apply_guest(self, uuid: str,
+                     changes: typing.Sequence[plan_mod.PinChange],
+                     result: ApplyResult) -> None:
         name = changes[0].name
         done = {id(c) for c in result.applied}
         todo = [c for c in changes if id(c) not in done]
@@ -218,13 +250,18 @@ class Writer:
                 raise
             result.applied.append(change)
 
-    def _skip(self, result, changes, name, why, log=LOG.info):
+    def _skip(self, result: ApplyResult,
+              changes: typing.Sequence[plan_mod.PinChange], name: str,
+              why: str,
+              log: typing.Callable[..., object] = LOG.info) -> None:
         log('guest %s: %d pin change(s) skipped: %s', name, len(changes),
             why)
         result.skipped.extend((c, why) for c in changes)
 
-    def _write(self, dom, change):
+    def _write(self, dom: typing.Any,
+               change: plan_mod.PinChange) -> typing.Any:
         live = libvirtapi.libvirt.VIR_DOMAIN_AFFECT_LIVE
+        call: tuple[typing.Any, ...]  # (API name, method, its arguments...)
         if change.kind == plan_mod.ChangeKind.VCPU:
             call = ('pinVcpuFlags', dom.pinVcpuFlags, change.index,
                     self._cpumap(change.new), live)

@@ -1,31 +1,31 @@
 """Keeping host processes off the guests' CPUs (``nova-pinning-isolate``).
 
-One capability per module, in three groups.
+One capability per module, in two rooms.
 
-Host processes, confined to the reserved CPUs:
+This folder: the host's processes, confined to the reserved CPUs, and
+the agent that holds everything:
 
-* ``procfs``: read processes from /proc;
-* ``classify``: which processes may be moved, and why not;
+* ``classify``: which processes may be moved, and why not (processes
+  read through ``host.procfs``);
 * ``cgroupv1`` / ``systemd``: the two backends, same small interface;
   ``systemdbus``: systemd's D-Bus API, where there is no systemctl;
   ``backends``: which of the two a settings' mode uses;
-* ``pidwatch``: follow daemon restarts through pid files (inotify).
-
-The kernel's own work, kept off the one-to-one CPUs:
-
-* ``pinmap``: which CPUs are one-to-one now (from the vCPU threads);
-* ``interrupts``, ``workqueue``, ``irqbalance`` (``cpumask``: the
-  kernel's masks): each part; ``kernelwork``: all three following the
-  pin map, restored and reported together.
-
-The agent that holds both:
-
+* ``pidwatch``: follow daemon restarts through pid files (inotify);
 * ``config``: validate the configuration into ``Settings`` (or refuse);
 * ``state``: the state file that makes every change undoable;
+* ``kernelwork``: the kernel's work (below) following the pin map,
+  recorded in the state, restored and reported together;
 * ``isolator``: apply, sweep and the ``watch`` loop;
 * ``restore``: ``undo``;
 * ``report``: ``status`` (``report.status(conf)`` is what
   ``nova-pinning status`` shows).
+
+``kernel/``: the kernel's own work, kept off the one-to-one CPUs, one
+part per module, each taking and returning its part of the state
+(imports ``engine`` and ``host`` only, never this folder):
+
+* ``pinmap``: which CPUs are one-to-one now (from the vCPU threads);
+* ``interrupts``, ``workqueue``, ``irqbalance``.
 
 Rule: a sibling of ``passes`` above ``host`` (it reads nova's CPU sets
 from the overcommit file, ``host.overcommitfile``): imports ``engine``

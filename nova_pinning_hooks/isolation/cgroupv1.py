@@ -21,54 +21,44 @@ Facts of the kernel this relies on:
 
 import errno
 import os
+import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.host import procfs
+from nova_pinning_hooks.host import qemuproc
 from nova_pinning_hooks.isolation import BackendError
-from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.isolation import config
 
 LOG = logging.getLogger(__name__)
 
 
 # The only three functions that change the host; tests replace them with
 # a fake kernel.
-def _write(path, value):
+def _write(path: str, value: str) -> None:
     with open(path, 'w', encoding='ascii') as f:
         f.write(value)
 
 
-def _rmdir(path):
+def _rmdir(path: str) -> None:
     os.rmdir(path)  # cgroupfs removes the control files with the group
 
 
-def _set_affinity(tid, cpus):
+def _set_affinity(tid: int, cpus: frozenset[int]) -> None:
     os.sched_setaffinity(tid, cpus)
 
 
-def _read(path):
+def _read(path: str) -> str:
     with open(path, encoding='ascii') as f:
         return f.read().strip()
 
 
-def _read_set(path):
+def _read_set(path: str) -> typing.Optional[frozenset[int]]:
     try:
         return cpuset.parse(_read(path), allow_empty=True)
     except (OSError, cpuset.CpusetError):
         return None
-
-
-def cpus_allowed(pid, tid, proc='/proc'):
-    """A thread's Cpus_allowed_list from /proc, or None."""
-    path = os.path.join(proc, str(pid), 'task', str(tid), 'status')
-    try:
-        with open(path, encoding='ascii') as f:
-            for line in f:
-                if line.startswith('Cpus_allowed_list:'):
-                    return cpuset.parse(line.split(':', 1)[1].strip())
-    except (OSError, cpuset.CpusetError):
-        return None
-    return None
 
 
 class CgroupV1:
@@ -76,8 +66,11 @@ class CgroupV1:
     name = 'v1'
     moves_processes = True
 
-    def __init__(self, cpuset_root, memory_root, group, cpus=None,
-                 mems=None, memory_limit_mib=None, proc='/proc'):
+    def __init__(self, cpuset_root: str, memory_root: str, group: str,
+                 cpus: typing.Optional[frozenset[int]] = None,
+                 mems: typing.Optional[frozenset[int]] = None,
+                 memory_limit_mib: typing.Optional[int] = None,
+                 proc: str = '/proc') -> None:
         self.cpuset_root = cpuset_root
         self.memory_root = memory_root
         self.group = group
@@ -90,27 +83,28 @@ class CgroupV1:
         self.memory_dir = os.path.join(memory_root, group)
 
     @classmethod
-    def from_settings(cls, s):
+    def from_settings(cls, s: config.Settings) -> 'CgroupV1':
         return cls(os.path.join(s.cgroup_root, 'cpuset'),
                    os.path.join(s.cgroup_root, 'memory'), s.group_name,
                    s.cpus, s.mems, s.memory_limit_mib, s.paths.proc)
 
     @classmethod
-    def from_record(cls, record, proc='/proc'):
+    def from_record(cls, record: typing.Mapping[str, typing.Any],
+                    proc: str = '/proc') -> 'CgroupV1':
         """The backend as recorded in a state file (for undo)."""
         return cls(record['cpuset_root'], record['memory_root'],
                    record['group'], proc=proc)
 
     # -- the group ------------------------------------------------------
 
-    def record(self):
+    def record(self) -> dict[str, typing.Any]:
         """What exists before we change anything (goes in the state)."""
         # None: not ours to decide yet (no memory limit so far); a later
         # apply with a limit fills it in.
         created = {'cpuset': not os.path.isdir(self.dir),
                    'memory': not os.path.isdir(self.memory_dir)
                    if self.memory_limit_mib else None}
-        previous = {}
+        previous: dict[str, str] = {}
         for key in ('cpuset.cpus', 'cpuset.mems'):
             if not created['cpuset']:
                 previous[key] = _read(os.path.join(self.dir, key))
@@ -121,7 +115,7 @@ class CgroupV1:
                 'memory_root': self.memory_root, 'group': self.group,
                 'created': created, 'previous': previous}
 
-    def ensure(self):
+    def ensure(self) -> None:
         """Create the group(s) with the reserved CPUs (idempotent)."""
         try:
             os.makedirs(self.dir, mode=0o755, exist_ok=True)
@@ -141,7 +135,7 @@ class CgroupV1:
                                % (self.dir, exc)) from None
 
     @staticmethod
-    def _set(path, value):
+    def _set(path: str, value: str) -> None:
         try:
             if _read(path) == value:
                 return  # write only what changes
@@ -149,7 +143,7 @@ class CgroupV1:
             pass
         _write(path, value)
 
-    def members(self, memory=False):
+    def members(self, memory: bool = False) -> list[int]:
         """Pids in the host group (cpuset, or the memory group)."""
         d = self.memory_dir if memory else self.dir
         try:
@@ -158,10 +152,10 @@ class CgroupV1:
         except (OSError, ValueError):
             return []
 
-    def remove(self, record):
+    def remove(self, record: typing.Mapping[str, typing.Any]) -> list[str]:
         """Remove the groups we created; give back the previous settings
         of groups that existed before. A list of what failed."""
-        failed = []
+        failed: list[str] = []
         created = record.get('created', {})
         previous = record.get('previous', {})
         for kind, d in (('cpuset', self.dir), ('memory', self.memory_dir)):
@@ -181,24 +175,24 @@ class CgroupV1:
 
     # -- processes ------------------------------------------------------
 
-    def _effective(self, path):
+    def _effective(self, path: str) -> typing.Optional[frozenset[int]]:
         return _read_set(os.path.join(self.cpuset_root, path.lstrip('/'),
                                       'cpuset.effective_cpus'))
 
-    def narrow_affinity(self, pid, origin):
+    def narrow_affinity(self, pid: int, origin: str) -> dict[str, str]:
         """``{tid: cpus}`` of threads whose affinity is narrower than
         their origin group's CPUs (the move would lose it)."""
         group_cpus = self._effective(origin)
-        result = {}
+        result: dict[str, str] = {}
         if group_cpus is None:
             return result
         for tid in procfs.threads(pid, self.proc):
-            cpus = cpus_allowed(pid, tid, self.proc)
+            cpus = qemuproc.thread_affinity(pid, tid, self.proc)
             if cpus is not None and cpus != group_cpus:
                 result[str(tid)] = cpuset.format(cpus)
         return result
 
-    def _join(self, directory, pid):
+    def _join(self, directory: str, pid: int) -> bool:
         try:
             _write(os.path.join(directory, 'cgroup.procs'), str(pid))
         except OSError as exc:
@@ -210,7 +204,7 @@ class CgroupV1:
             return False
         return True
 
-    def move(self, pid, memory=False):
+    def move(self, pid: int, memory: bool = False) -> bool:
         """Move a whole process into the host group (and the memory
         group if ``memory``); False if it is gone or the kernel refused
         (logged)."""
@@ -220,17 +214,18 @@ class CgroupV1:
             self.move_memory(pid)
         return True
 
-    def move_memory(self, pid):
+    def move_memory(self, pid: int) -> bool:
         return self._join(self.memory_dir, pid)
 
-    def _dir_or_root(self, root, path):
+    def _dir_or_root(self, root: str, path: typing.Optional[str]) -> str:
         d = os.path.join(root, (path or '/').lstrip('/'))
         if os.path.isdir(d):
             return d
         LOG.info('isolation: cgroup %s is gone; using the root', d)
         return root
 
-    def move_back(self, pid, entry):
+    def move_back(self, pid: int,
+                  entry: typing.Mapping[str, typing.Any]) -> bool:
         """Back to the recorded origin (the root if it is gone)."""
         ok = self._join(self._dir_or_root(self.cpuset_root,
                                           entry.get('cpuset')), pid)
@@ -245,10 +240,11 @@ class CgroupV1:
                          '%s', tid, exc)
         return ok
 
-    def move_memory_back(self, pid, origin):
+    def move_memory_back(self, pid: int,
+                         origin: typing.Optional[str]) -> bool:
         return self._join(self._dir_or_root(self.memory_root, origin), pid)
 
-    def status(self):
+    def status(self) -> dict[str, typing.Any]:
         exists = os.path.isdir(self.dir)
         cpus = None
         if exists:

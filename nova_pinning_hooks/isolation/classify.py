@@ -23,7 +23,7 @@ for trials, processes that do not descend from ``only_descendants_of``.
 
 import typing
 
-from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.host import procfs
 
 CONFINED = 'confined'
 MOVABLE = 'movable'
@@ -32,23 +32,24 @@ MACHINE_GROUPS = frozenset(['machine', 'machine.slice'])
 
 class Rules(typing.NamedTuple):
     group: str                  # the host group's cpuset path, '/x'
-    excluded_names: frozenset   # comm values (already truncated)
-    move_from: frozenset        # cpuset paths processes are moved from
+    excluded_names: frozenset[str]  # comm values (already truncated)
+    move_from: frozenset[str]   # cpuset paths processes are moved from
     only_descendants_of: typing.Optional[int] = None
 
 
-def comm_names(names):
+def comm_names(names: typing.Iterable[str]) -> frozenset[str]:
     """Configured process names as the kernel shows them in comm."""
     return frozenset(n.strip()[:procfs.COMM_LEN] for n in names
                      if n.strip())
 
 
-def in_machine_cgroup(groups):
+def in_machine_cgroup(groups: typing.Mapping[str, str]) -> bool:
     return any(MACHINE_GROUPS & set(path.split('/'))
                for path in groups.values())
 
 
-def _fixed_reason(p, groups):
+def _fixed_reason(p: procfs.Proc,
+                  groups: typing.Mapping[str, str]) -> typing.Optional[str]:
     if p.pid == 1:
         return 'init'
     if p.pid == 2 or p.ppid == 2 or p.flags & procfs.PF_KTHREAD:
@@ -60,7 +61,7 @@ def _fixed_reason(p, groups):
     return None
 
 
-def _threads_split(pid, path, proc):
+def _threads_split(pid: int, path: str, proc: str) -> bool:
     for tid in procfs.threads(pid, proc):
         if tid == pid:
             continue
@@ -70,7 +71,9 @@ def _threads_split(pid, path, proc):
     return False
 
 
-def verdict(p, rules, proc='/proc', family=None):
+def verdict(p: procfs.Proc, rules: Rules, proc: str = '/proc',
+            family: typing.Optional[typing.AbstractSet[int]] = None
+            ) -> tuple[str, typing.Optional[dict[str, str]]]:
     """``(verdict, cgroups)`` for process ``p``: CONFINED, MOVABLE or a
     reason to leave it, and its ``{controller: path}`` (None if it is
     gone). ``family``: the descendants of ``rules.only_descendants_of``
@@ -101,15 +104,16 @@ def verdict(p, rules, proc='/proc', family=None):
     return MOVABLE, groups
 
 
-def scan(rules, proc='/proc'):
+def scan(rules: Rules, proc: str = '/proc'
+         ) -> list[tuple[procfs.Proc, str, dict[str, str]]]:
     """``[(proc, verdict, cgroups)]`` for every process considered: all
     of them, or the descendants of ``rules.only_descendants_of``."""
-    family = None
+    family: typing.Optional[set[int]] = None
     pids = procfs.pids(proc)
     if rules.only_descendants_of is not None:
         family = procfs.descendants(rules.only_descendants_of, proc)
         pids = sorted(family)
-    result = []
+    result: list[tuple[procfs.Proc, str, dict[str, str]]] = []
     for pid in pids:
         p = procfs.read(pid, proc)
         if p is not None:

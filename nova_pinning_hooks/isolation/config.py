@@ -55,18 +55,21 @@ class HostPaths(typing.NamedTuple):
 
 HOST = HostPaths()  # the real host
 
+# nova's (cpu_shared_set, cpu_dedicated_set) as CPU set texts, None: unset
+NovaSets = tuple[typing.Optional[str], typing.Optional[str]]
+
 
 class Settings(typing.NamedTuple):
     mode: str                    # 'v1' or 'systemd'
-    cpus: frozenset              # the reserved host CPUs
-    mems: typing.Optional[frozenset]  # memory nodes; None: unchanged
+    cpus: frozenset[int]         # the reserved host CPUs
+    mems: typing.Optional[frozenset[int]]  # memory nodes; None: unchanged
     cgroup_root: str
     group_name: str
     memory_limit_mib: typing.Optional[int]
     rules: classify.Rules
-    pidfile_dirs: tuple
+    pidfile_dirs: tuple[str, ...]
     sweep_interval: int
-    slices: tuple
+    slices: tuple[str, ...]
     state_file: str
     systemctl: typing.Optional[str]
     paths: HostPaths
@@ -75,7 +78,7 @@ class Settings(typing.NamedTuple):
     system_bus: typing.Optional[str] = None  # systemd over D-Bus here
 
 
-def _read_set(path, what):
+def _read_set(path: str, what: str) -> frozenset[int]:
     try:
         with open(path, encoding='ascii') as f:
             return cpuset.parse(f.read().strip())
@@ -84,18 +87,18 @@ def _read_set(path, what):
                           % (what, path, exc)) from None
 
 
-def online_cpus(paths=HOST):
+def online_cpus(paths: HostPaths = HOST) -> frozenset[int]:
     return _read_set(os.path.join(paths.cpu_sysfs, 'online'), 'online CPUs')
 
 
-def online_nodes(paths=HOST):
+def online_nodes(paths: HostPaths = HOST) -> frozenset[int]:
     path = os.path.join(paths.node_sysfs, 'online')
     if not os.path.exists(path):
         return frozenset([0])  # a kernel without NUMA: one node
     return _read_set(path, 'online memory nodes')
 
 
-def _mem_total_mib(paths):
+def _mem_total_mib(paths: HostPaths) -> typing.Optional[int]:
     try:
         with open(os.path.join(paths.proc, 'meminfo'),
                   encoding='ascii') as f:
@@ -107,7 +110,7 @@ def _mem_total_mib(paths):
     return None
 
 
-def _reserved_cpus(conf, paths):
+def _reserved_cpus(conf: typing.Any, paths: HostPaths) -> frozenset[int]:
     text = conf.nova_pinning.reserved_cpus
     if not text or not text.strip():
         raise ConfigError('[nova_pinning] reserved_cpus is not set: there '
@@ -118,6 +121,7 @@ def _reserved_cpus(conf, paths):
                                      known=online)
     except cpuset.CpusetError as exc:
         raise ConfigError(str(exc)) from None
+    assert cpus is not None  # None only for an unset text, refused above
     if cpus >= online:
         raise ConfigError('[nova_pinning] reserved_cpus %s is every online '
                           'CPU: no CPU would be left for guests'
@@ -125,7 +129,7 @@ def _reserved_cpus(conf, paths):
     return cpus
 
 
-def _nova_sets(conf):
+def _nova_sets(conf: typing.Any) -> typing.Optional[NovaSets]:
     """nova's (cpu_shared_set, cpu_dedicated_set) from the overcommit
     file; None where there is no nova (no file) or it cannot be read."""
     path = conf.nova_pinning.overcommit_file
@@ -141,7 +145,9 @@ def _nova_sets(conf):
     return info.shared_cpus, info.dedicated_cpus
 
 
-def _check_guest_overlap(conf, cpus, nova_sets=None):
+def _check_guest_overlap(conf: typing.Any, cpus: frozenset[int],
+                         nova_sets: typing.Optional[NovaSets] = None
+                         ) -> None:
     if nova_sets is None:
         nova_sets = _nova_sets(conf)
     if nova_sets is None:
@@ -156,7 +162,8 @@ def _check_guest_overlap(conf, cpus, nova_sets=None):
                 % (cpuset.format(cpus), name, cpuset.format(guest)))
 
 
-def _memory_nodes(opts, paths):
+def _memory_nodes(opts: typing.Any,
+                  paths: HostPaths) -> typing.Optional[frozenset[int]]:
     text = opts.memory_nodes
     if not text or not text.strip():
         return None
@@ -172,7 +179,8 @@ def _memory_nodes(opts, paths):
     return nodes
 
 
-def _memory_limit(opts, paths):
+def _memory_limit(opts: typing.Any,
+                  paths: HostPaths) -> typing.Optional[int]:
     limit = opts.memory_limit_mib
     if not limit:
         return None
@@ -188,7 +196,7 @@ def _memory_limit(opts, paths):
     return limit
 
 
-def check_names(opts):
+def check_names(opts: typing.Any) -> None:
     """Group, unit and path options are plain names / absolute paths."""
     if not _GROUP_NAME.match(opts.group_name or '') or \
             opts.group_name in classify.MACHINE_GROUPS:
@@ -213,7 +221,7 @@ def check_names(opts):
                               'not an absolute path' % path)
 
 
-def _check_v2_cpuset(root):
+def _check_v2_cpuset(root: str) -> None:
     """systemd applies ``AllowedCPUs=`` only through the cpuset controller
     of the unified (v2) hierarchy. systemd accepts the property whatever
     the hierarchy and reports success, so without this check ``apply``
@@ -236,14 +244,15 @@ def _check_v2_cpuset(root):
                           'AllowedCPUs= would confine nothing' % root)
 
 
-def _is_socket(path):
+def _is_socket(path: str) -> bool:
     try:
         return stat.S_ISSOCK(os.stat(path).st_mode)
     except OSError:
         return False
 
 
-def systemd_access(paths=HOST):
+def systemd_access(paths: HostPaths = HOST
+                   ) -> tuple[typing.Optional[str], typing.Optional[str]]:
     """``(systemctl path, None)`` or, without systemctl on PATH (kolla's
     images), ``(None, system bus socket)`` for systemd's D-Bus API;
     ConfigError naming exactly what is missing when neither is there."""
@@ -265,7 +274,9 @@ def systemd_access(paths=HOST):
     return None, paths.system_bus
 
 
-def resolve_mode(opts, paths=HOST, undo=False):
+def resolve_mode(opts: typing.Any, paths: HostPaths = HOST,
+                 undo: bool = False
+                 ) -> tuple[str, typing.Optional[str], typing.Optional[str]]:
     """``(mode, systemctl path, system bus)`` (see ``systemd_access``;
     both None for v1); ConfigError if that mode cannot work here.
     ``undo``: only to put properties back, which works whether or not
@@ -292,7 +303,8 @@ def resolve_mode(opts, paths=HOST, undo=False):
     return mode, None, None
 
 
-def load(conf, paths=HOST, nova_sets=None):
+def load(conf: typing.Any, paths: HostPaths = HOST,
+         nova_sets: typing.Optional[NovaSets] = None) -> Settings:
     """Validated ``Settings``; ``ConfigError`` if anything is wrong.
     ``nova_sets``: nova's (cpu_shared_set, cpu_dedicated_set) when the
     caller read the overcommit file already (a metrics scrape), else the

@@ -31,17 +31,19 @@ Invariants:
 
 import threading
 import time
+import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import backends
+from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import kernelwork
-from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import restore
 from nova_pinning_hooks.isolation import state
 
@@ -52,21 +54,22 @@ WAIT = 0.5  # seconds the watch loop waits for pid-file events at a time
 class _NoWatcher:
     """Stands in for the pid-file watcher when inotify is unavailable."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._sleep = threading.Event()
 
-    def wait(self, timeout):
+    def wait(self, timeout: float) -> list[procfs.Proc]:
         self._sleep.wait(timeout)
         return []
 
-    def rescan(self):
+    def rescan(self) -> list[procfs.Proc]:
         return []
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
-def _fill(old, fresh):
+def _fill(old: dict[str, typing.Any],
+          fresh: typing.Mapping[str, typing.Any]) -> None:
     """Complete a recorded backend state with what it lacks (new
     options since the first apply); what was recorded first wins."""
     for key, value in fresh.items():
@@ -76,7 +79,8 @@ def _fill(old, fresh):
             old[key] = value
 
 
-def _same_setup(recorded, settings):
+def _same_setup(recorded: dict[str, typing.Any],
+                settings: config.Settings) -> None:
     """Refuse to apply over a state recorded with another setup."""
     mode = recorded['mode']
     then = now = None
@@ -98,22 +102,23 @@ def _same_setup(recorded, settings):
 
 class Isolator:
 
-    def __init__(self, conf, paths=config.HOST):
+    def __init__(self, conf: typing.Any,
+                 paths: config.HostPaths = config.HOST) -> None:
         self.conf, self.paths = conf, paths
         self.settings = config.load(conf, paths)
         self.backend = backends.backend_for(self.settings)
         self.proc = paths.proc
-        self.state = None
+        self.state: typing.Optional[dict[str, typing.Any]] = None
         self.lock = state.Lock(self.settings.state_file)
 
     # -- apply ------------------------------------------------------------
 
-    def apply(self):
+    def apply(self) -> int:
         """Confine now; the number of processes moved."""
         with self.lock:
             return self._apply()
 
-    def _apply(self):
+    def _apply(self) -> int:
         s = self.settings
         st = state.load(s.state_file)
         fresh = self.backend.record()
@@ -137,36 +142,45 @@ class Isolator:
                  '%d moved', st['cpus'], s.mode, moved)
         return moved
 
-    def undo(self):
+    def undo(self) -> restore.UndoResult:
         """``restore.undo`` (from the state file); an UndoResult."""
         return restore.undo(self.conf, self.paths)
 
-    def follow_pins(self):
+    def follow_pins(self) -> None:
         """Interrupts, workqueues and irqbalance off the one-to-one CPUs
         now in force (``kernelwork.follow``); never raises."""
         kernelwork.follow(self.settings, self.state)
 
     # -- moving processes (cgroup v1) ----------------------------------------
 
-    def _memory_movable(self, groups):
+    @property
+    def _mover(self) -> cgroupv1.CgroupV1:
+        """The backend, as the one that moves processes: what follows
+        runs only where it does (``moves_processes``: cgroup v1)."""
+        return typing.cast(cgroupv1.CgroupV1, self.backend)
+
+    def _memory_movable(self, groups: typing.Mapping[str, str]) -> bool:
         """Whether the process joins the memory group too: only with a
         limit, and only out of the same groups as for cpuset (a memory
         group of a container or service manager is left alone)."""
         return bool(self.settings.memory_limit_mib) and \
             groups.get('memory') in self.settings.rules.move_from
 
-    def _entry(self, p, groups):
-        entry = {'comm': p.comm, 'start': p.start,
-                 'cpuset': groups['cpuset']}
+    def _entry(self, p: procfs.Proc,
+               groups: typing.Mapping[str, str]) -> dict[str, typing.Any]:
+        entry: dict[str, typing.Any] = {'comm': p.comm, 'start': p.start,
+                                        'cpuset': groups['cpuset']}
         if self._memory_movable(groups):
             entry['memory'] = groups['memory']
-        affinity = self.backend.narrow_affinity(p.pid, groups['cpuset'])
+        affinity = self._mover.narrow_affinity(p.pid, groups['cpuset'])
         if affinity:
             entry['affinity'] = affinity
         return entry
 
-    def _move(self, items):
+    def _move(self, items: list[tuple[procfs.Proc, dict[str, str]]]
+              ) -> int:
         """Move ``[(proc, cgroups)]``, recording each first."""
+        assert self.state is not None  # sweep and confine follow _apply
         moved_st = self.state['moved']
         added = []
         for p, groups in items:
@@ -181,7 +195,7 @@ class Isolator:
         for p, groups in items:
             # The scan is a while ago on a busy host: same process still?
             if procfs.same(p.pid, p.start, self.proc) is not None and \
-                    self.backend.move(p.pid, self._memory_movable(groups)):
+                    self._mover.move(p.pid, self._memory_movable(groups)):
                 moved += 1
                 LOG.debug('isolation: moved %d (%s)', p.pid, p.comm)
             elif str(p.pid) in added:
@@ -191,8 +205,9 @@ class Isolator:
             state.save(self.settings.state_file, self.state)
         return moved
 
-    def _prune(self):
+    def _prune(self) -> bool:
         """Forget processes that have exited (their pid may be reused)."""
+        assert self.state is not None  # sweep follows _apply
         moved_st = self.state['moved']
         gone = [key for key, entry in moved_st.items()
                 if procfs.same(int(key), entry['start'], self.proc) is None]
@@ -200,9 +215,11 @@ class Isolator:
             del moved_st[key]
         return bool(gone)
 
-    def _join_memory(self, items):
+    def _join_memory(self, items: list[tuple[procfs.Proc, dict[str, str]]]
+                     ) -> None:
         """Processes confined before a memory limit was configured
         join the memory group too (origin recorded first)."""
+        assert self.state is not None  # sweep follows _apply
         moved_st = self.state['moved']
         for p, groups in items:
             entry = moved_st.get(str(p.pid))
@@ -212,11 +229,13 @@ class Isolator:
         state.save(self.settings.state_file, self.state)
         for p, _ in items:
             if procfs.same(p.pid, p.start, self.proc) is not None:
-                self.backend.move_memory(p.pid)
+                self._mover.move_memory(p.pid)
 
-    def sweep(self):
+    def sweep(self) -> int:
         """Move every movable process now; how many moved."""
-        items, memory = [], []
+        assert self.state is not None  # sweep follows _apply
+        items: list[tuple[procfs.Proc, dict[str, str]]] = []
+        memory: list[tuple[procfs.Proc, dict[str, str]]] = []
         group = self.settings.rules.group
         for p, v, groups in classify.scan(self.settings.rules, self.proc):
             if v == classify.MOVABLE:
@@ -230,7 +249,7 @@ class Isolator:
             state.save(self.settings.state_file, self.state)
         return self._move(items) if items else 0
 
-    def confine(self, p):
+    def confine(self, p: procfs.Proc) -> bool:
         """Move one process reported by the pid-file watcher, if it is
         still that process and may be moved; True if moved."""
         now = procfs.same(p.pid, p.start, self.proc)
@@ -240,11 +259,13 @@ class Isolator:
         if v != classify.MOVABLE:
             LOG.debug('isolation: leaving %d (%s): %s', p.pid, p.comm, v)
             return False
+        assert groups is not None  # MOVABLE: its cgroups were read
         return self._move([(now, groups)]) == 1
 
     # -- watch ----------------------------------------------------------
 
-    def watch(self, stop=None, max_seconds=None):
+    def watch(self, stop: typing.Optional[threading.Event] = None,
+              max_seconds: typing.Optional[float] = None) -> None:
         """Apply, then keep host processes confined until ``stop`` is
         set (or ``max_seconds`` passed). Never undoes on exit."""
         stop = stop or threading.Event()
@@ -267,7 +288,8 @@ class Isolator:
             finally:
                 watcher.close()
 
-    def _keep_units(self, stop, deadline):
+    def _keep_units(self, stop: threading.Event,
+                    deadline: typing.Optional[float]) -> None:
         while not stop.wait(self._until(deadline,
                                         self.settings.sweep_interval)):
             if deadline is not None and time.monotonic() >= deadline:
@@ -279,12 +301,12 @@ class Isolator:
             self.follow_pins()
 
     @staticmethod
-    def _until(deadline, seconds):
+    def _until(deadline: typing.Optional[float], seconds: float) -> float:
         if deadline is None:
             return seconds
         return max(0.0, min(seconds, deadline - time.monotonic()))
 
-    def _watcher(self):
+    def _watcher(self) -> typing.Union[pidwatch.PidWatcher, _NoWatcher]:
         try:
             watcher = pidwatch.PidWatcher(self.settings.pidfile_dirs,
                                           self.proc)
@@ -296,7 +318,9 @@ class Isolator:
             return _NoWatcher()
         return watcher
 
-    def _follow(self, watcher, stop, deadline):
+    def _follow(self, watcher: typing.Union[pidwatch.PidWatcher, _NoWatcher],
+                stop: threading.Event,
+                deadline: typing.Optional[float]) -> None:
         s = self.settings
         next_sweep = time.monotonic() + s.sweep_interval
         while not stop.is_set():

@@ -21,16 +21,17 @@ Invariants:
 
 import json
 import time
+import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.isolation import interrupts
-from nova_pinning_hooks.isolation import irqbalance
-from nova_pinning_hooks.isolation import pinmap
 from nova_pinning_hooks.isolation import state
-from nova_pinning_hooks.isolation import workqueue
+from nova_pinning_hooks.isolation.kernel import interrupts
+from nova_pinning_hooks.isolation.kernel import irqbalance
+from nova_pinning_hooks.isolation.kernel import pinmap
+from nova_pinning_hooks.isolation.kernel import workqueue
 
 LOG = logging.getLogger(__name__)
 KEEP_READING = 600.0  # seconds a previous reading of counts stays usable
@@ -39,18 +40,19 @@ KEEP_READING = 600.0  # seconds a previous reading of counts stays usable
 class _Saver:
     """Saves the state when its content changed since the last save."""
 
-    def __init__(self, path, st):
+    def __init__(self, path: str, st: dict[str, typing.Any]) -> None:
         self.path, self.st = path, st
         self.last = json.dumps(st, sort_keys=True)
 
-    def __call__(self):
+    def __call__(self) -> None:
         now = json.dumps(self.st, sort_keys=True)
         if now != self.last:
             state.save(self.path, self.st)
             self.last = now
 
 
-def follow(settings, st):
+def follow(settings: config.Settings,
+           st: typing.Optional[dict[str, typing.Any]]) -> None:
     """Keep interrupts, workqueues and irqbalance off the one-to-one
     CPUs in force. Never raises."""
     if st is None or not (settings.interrupts or settings.workqueues):
@@ -67,7 +69,7 @@ def follow(settings, st):
     if st.get('one_to_one') != text:
         LOG.info('isolation: one-to-one CPUs now %s', text or '(none)')
         st['one_to_one'] = text
-    steps = []
+    steps: list[tuple[str, typing.Callable[[], object]]] = []
     if settings.interrupts:
         steps.append(('irqbalance', lambda: irqbalance.follow(
             st.setdefault('irqbalance', {}), one_to_one, paths.proc,
@@ -91,7 +93,8 @@ def follow(settings, st):
         LOG.error('isolation: cannot save the state: %s', exc)
 
 
-def restore(st, paths):
+def restore(st: dict[str, typing.Any],
+            paths: config.HostPaths) -> list[str]:
     """Undo every part; the failures (a list of messages)."""
     failures = []
     for name, undo in (
@@ -113,11 +116,16 @@ def restore(st, paths):
     return failures
 
 
-_LAST: dict = {}  # a reading of /proc/interrupts kept by long-lived readers
+# a reading of /proc/interrupts kept by long-lived readers:
+# {proc: (monotonic time, interrupts.counts(proc))}
+_LAST: dict[str, tuple[float, dict[int, dict[int, int]]]] = {}
 _sleep = time.sleep  # tests replace it
 
 
-def _sample(proc, seconds, clock=time.monotonic):
+def _sample(proc: str, seconds: float,
+            clock: typing.Callable[[], float] = time.monotonic
+            ) -> typing.Optional[tuple[dict[int, dict[int, int]],
+                                       dict[int, dict[int, int]], float]]:
     """Two readings of the counts: the previous one this process made
     (if recent) or one ``seconds`` ago, and now. (before, after,
     seconds between) or None."""
@@ -136,13 +144,16 @@ def _sample(proc, seconds, clock=time.monotonic):
     return before, after, now - then
 
 
-def status(settings, st, sample_seconds):
+def status(settings: config.Settings,
+           st: typing.Optional[dict[str, typing.Any]],
+           sample_seconds: float) -> dict[str, typing.Any]:
     """What ``status`` shows of these parts (keys in report.py)."""
     paths = settings.paths
     one_to_one = pinmap.read(paths.qemu_run, paths.proc)
-    result = {'one_to_one_cpus': cpuset.format(one_to_one),
-              'interrupts_enabled': settings.interrupts,
-              'workqueues_enabled': settings.workqueues}
+    result: dict[str, typing.Any] = {
+        'one_to_one_cpus': cpuset.format(one_to_one),
+        'interrupts_enabled': settings.interrupts,
+        'workqueues_enabled': settings.workqueues}
     st = st or {}
     on = [n for n in interrupts.numbers(paths.proc)
           if (interrupts.affinity(n, paths.proc) or frozenset()) &

@@ -22,11 +22,12 @@ import errno
 import os
 import select
 import struct
+import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.host import safefs
-from nova_pinning_hooks.isolation import procfs
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class WatchError(OSError):
     pass
 
 
-def read_pid(path):
+def read_pid(path: str) -> typing.Optional[int]:
     """The pid on the first line of a pid file, or None.
 
     Pid files live in world-writable places (/run/lock): only a regular
@@ -68,7 +69,8 @@ def read_pid(path):
     return pid if pid > 1 else None
 
 
-def identity_of_file(path, proc='/proc'):
+def identity_of_file(path: str,
+                     proc: str = '/proc') -> typing.Optional[procfs.Proc]:
     """The process a pid file names (``procfs.Proc``), if it is alive and
     is the one the file was written for; else None."""
     pid = read_pid(path)
@@ -94,7 +96,7 @@ def identity_of_file(path, proc='/proc'):
 class _Libc:
     """inotify_init1 and inotify_add_watch from libc."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6',
                            use_errno=True)
         self.init1 = libc.inotify_init1
@@ -113,20 +115,23 @@ class PidWatcher:
     should rescan (``rescan``).
     """
 
-    def __init__(self, directories, proc='/proc'):
+    def __init__(self, directories: typing.Iterable[str],
+                 proc: str = '/proc') -> None:
         self.proc = proc
         self._libc = _Libc()
-        self.fd = self._libc.init1(IN_NONBLOCK | IN_CLOEXEC)
+        self.fd: int = self._libc.init1(IN_NONBLOCK | IN_CLOEXEC)
         if self.fd < 0:
             raise WatchError(ctypes.get_errno(), 'inotify_init1 failed')
-        self.dirs = {}    # watch descriptor -> (directory, depth)
-        self.files = {}   # pid file -> procfs.Proc last read from it
+        # watch descriptor -> (directory, depth)
+        self.dirs: dict[int, tuple[str, int]] = {}
+        # pid file -> procfs.Proc last read from it
+        self.files: dict[str, procfs.Proc] = {}
         self.overflowed = False
         for directory in dict.fromkeys(os.path.realpath(d)
                                        for d in directories):
             self._watch_tree(directory, 0)
 
-    def _watch_tree(self, directory, depth):
+    def _watch_tree(self, directory: str, depth: int) -> None:
         if self.watch(directory, depth) is None or depth:
             return
         try:
@@ -137,8 +142,8 @@ class PidWatcher:
         for sub in subdirs:
             self.watch(sub, depth + 1)
 
-    def watch(self, directory, depth=0):
-        wd = self._libc.add(self.fd, os.fsencode(directory), MASK)
+    def watch(self, directory: str, depth: int = 0) -> typing.Optional[int]:
+        wd: int = self._libc.add(self.fd, os.fsencode(directory), MASK)
         if wd < 0:
             err = ctypes.get_errno()
             if err in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
@@ -149,9 +154,9 @@ class PidWatcher:
         self.dirs[wd] = (directory, depth)
         return wd
 
-    def pid_files(self):
+    def pid_files(self) -> list[str]:
         """Every pid file now in the watched directories."""
-        found = []
+        found: list[str] = []
         for directory, _ in list(self.dirs.values()):
             try:
                 found += [e.path for e in os.scandir(directory)
@@ -161,12 +166,13 @@ class PidWatcher:
                 continue
         return sorted(found)
 
-    def rescan(self):
+    def rescan(self) -> list[procfs.Proc]:
         """Identities of every pid file now present (after an overflow)."""
         self.overflowed = False
         return self._identities(self.pid_files())
 
-    def _events(self, data):
+    def _events(self, data: bytes
+                ) -> typing.Iterator[tuple[int, int, str]]:
         offset = 0
         while offset + EVENT.size <= len(data):
             wd, mask, _, length = EVENT.unpack_from(data, offset)
@@ -175,7 +181,7 @@ class PidWatcher:
             offset += length
             yield wd, mask, os.fsdecode(name)
 
-    def wait(self, timeout):
+    def wait(self, timeout: typing.Optional[float]) -> list[procfs.Proc]:
         """Identities named by pid files written in the next ``timeout``
         seconds (at most one batch of events)."""
         ready, _, _ = select.select([self.fd], [], [], timeout)
@@ -185,7 +191,7 @@ class PidWatcher:
             data = os.read(self.fd, 65536)
         except BlockingIOError:
             return []
-        changed = []
+        changed: list[str] = []
         for wd, mask, name in self._events(data):
             if mask & IN_Q_OVERFLOW:
                 LOG.warning('isolation: inotify queue overflowed; '
@@ -212,15 +218,16 @@ class PidWatcher:
             return self.rescan()
         return self._identities(dict.fromkeys(changed))
 
-    def pid_files_in(self, directory):
+    def pid_files_in(self, directory: str) -> list[str]:
         try:
             return [e.path for e in os.scandir(directory)
                     if e.name.endswith(SUFFIX)]
         except OSError:
             return []
 
-    def _identities(self, paths):
-        found = []
+    def _identities(self, paths: typing.Iterable[str]
+                    ) -> list[procfs.Proc]:
+        found: list[procfs.Proc] = []
         for path in paths:
             p = identity_of_file(path, self.proc)
             if p is None:
@@ -233,7 +240,7 @@ class PidWatcher:
             self.files[path] = p
         return found
 
-    def close(self):
+    def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

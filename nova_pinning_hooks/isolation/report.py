@@ -28,6 +28,7 @@ binding state. Keys (absent when unknown):
 """
 
 import collections
+import typing
 
 from oslo_log import log as logging
 
@@ -42,7 +43,7 @@ from nova_pinning_hooks.isolation import state
 LOG = logging.getLogger(__name__)
 
 
-def _recorded(path, proc):
+def _recorded(path: str, proc: str) -> dict[str, typing.Any]:
     try:
         st = state.load(path)
     except state.StateError as exc:
@@ -56,8 +57,8 @@ def _recorded(path, proc):
             'recorded_processes': len(st['moved'])}
 
 
-def _processes(settings):
-    counts = collections.Counter()
+def _processes(settings: config.Settings) -> dict[str, typing.Any]:
+    counts: collections.Counter[str] = collections.Counter()
     for _, verdict, _ in classify.scan(settings.rules, settings.paths.proc):
         counts[verdict] += 1
     kept = {k: v for k, v in counts.items()
@@ -66,7 +67,10 @@ def _processes(settings):
             'not_confined': counts[classify.MOVABLE], 'kept': kept}
 
 
-def _status(conf, paths, nova_sets):
+def _status(conf: typing.Any, paths: config.HostPaths,
+            nova_sets: typing.Optional[tuple[typing.Optional[str],
+                                             typing.Optional[str]]]
+            ) -> dict[str, typing.Any]:
     result = _recorded(conf.nova_pinning_isolation.state_file, paths.proc)
     try:
         settings = config.load(conf, paths, nova_sets)
@@ -88,7 +92,8 @@ def _status(conf, paths, nova_sets):
     return result
 
 
-def _pins(conf, settings):
+def _pins(conf: typing.Any,
+          settings: config.Settings) -> dict[str, typing.Any]:
     try:
         st = state.load(settings.state_file)
         if st is not None and state.from_earlier_boot(st,
@@ -104,7 +109,10 @@ def _pins(conf, settings):
         return {'pins_error': str(exc)}
 
 
-def status(conf, paths=config.HOST, nova_sets=None):
+def status(conf: typing.Any, paths: config.HostPaths = config.HOST,
+           nova_sets: typing.Optional[tuple[typing.Optional[str],
+                                            typing.Optional[str]]] = None
+           ) -> dict[str, typing.Any]:
     """The isolation state (see the module doc); never raises.
     ``nova_sets``: as ``config.load``'s."""
     try:

@@ -48,11 +48,11 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import kernelwork
-from nova_pinning_hooks.isolation import procfs
 from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemd
 
@@ -63,11 +63,14 @@ class UndoResult(typing.NamedTuple):
     mode: typing.Optional[str]   # None: nothing was recorded
     restored: int                # processes (or units) put back
     others: int                  # processes found in the group unrecorded
-    failures: tuple              # what could not be restored
+    failures: tuple[str, ...]    # what could not be restored
     earlier_boot: bool = False   # the state was left by an earlier boot
 
 
-def _undo_v1(record, moved, proc, configured=None):
+def _undo_v1(record: dict[str, typing.Any],
+             moved: dict[str, dict[str, typing.Any]], proc: str,
+             configured: typing.Optional[str] = None
+             ) -> tuple[int, int, list[str]]:
     backend = cgroupv1.CgroupV1.from_record(record, proc)
     # A recorded process in the configured host group goes back too: the
     # recorded group name may have been changed by hand, and the pid and
@@ -103,7 +106,8 @@ def _undo_v1(record, moved, proc, configured=None):
     return restored, others, failures
 
 
-def _undo_systemd(record, paths):
+def _undo_systemd(record: dict[str, typing.Any], paths: config.HostPaths
+                  ) -> tuple[int, int, list[str]]:
     # systemctl, or systemd's D-Bus API where there is none.
     systemctl, bus = config.systemd_access(paths)
     backend = systemd.Systemd(record.get('slices', []),
@@ -114,7 +118,8 @@ def _undo_systemd(record, paths):
     return len(record.get('previous', {})) - len(failures), 0, failures
 
 
-def _fallback(conf, paths, why):
+def _fallback(conf: typing.Any, paths: config.HostPaths,
+              why: typing.Optional[str]) -> UndoResult:
     """Undo without a usable state: what the configuration names."""
     opts = conf.nova_pinning_isolation
     config.check_names(opts)
@@ -138,7 +143,9 @@ def _fallback(conf, paths, why):
     return UndoResult(mode, 0, others, tuple(failures + failed))
 
 
-def _still_confined(st, proc, configured=None):
+def _still_confined(st: dict[str, typing.Any], proc: str,
+                    configured: typing.Optional[str] = None
+                    ) -> dict[str, dict[str, typing.Any]]:
     """Recorded processes still in the recorded (or the configured)
     host group."""
     groups = {'/' + st.get('v1', {}).get('group', '')}
@@ -152,7 +159,9 @@ def _still_confined(st, proc, configured=None):
     return keep
 
 
-def _restore(st, paths, configured=None):
+def _restore(st: dict[str, typing.Any], paths: config.HostPaths,
+             configured: typing.Optional[str] = None
+             ) -> tuple[int, int, list[str]]:
     # Interrupts, workqueues and irqbalance first: they never depend on
     # the processes, and a backend failure must not keep them.
     failed = kernelwork.restore(st, paths)
@@ -170,7 +179,8 @@ def _restore(st, paths, configured=None):
     return restored, others, failed + list(failures)
 
 
-def undo(conf, paths=config.HOST):
+def undo(conf: typing.Any,
+         paths: config.HostPaths = config.HOST) -> UndoResult:
     """Restore what the state file records; an ``UndoResult``. Raises
     ``state.StateError`` if another agent holds the lock, and
     ``config.ConfigError`` when falling back to the configuration and

@@ -47,11 +47,12 @@ import errno
 import fcntl
 import os
 import stat
+import typing
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.host import statefile
-from nova_pinning_hooks.isolation import cpumask
 
 VERSION = 1
 BOOT_ID_LIMIT = 64
@@ -61,36 +62,37 @@ class StateError(Exception):
     """The state file cannot be trusted or read."""
 
 
-def _check_path(value, where):
+def _check_path(value: object, where: str) -> None:
     if not isinstance(value, str) or not value.startswith('/') or \
             '..' in value.split('/'):
         raise StateError('%s: %r is not an absolute cgroup path'
                          % (where, value))
 
 
-def _number(text):
+def _number(text: object) -> bool:
     return isinstance(text, str) and text.isascii() and text.isdigit() \
         and len(text) <= 10
 
 
-def _int(value):
+def _int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and \
         value >= 0
 
 
-def _strings(value, keys=None):
+def _strings(value: object,
+             keys: typing.Optional[tuple[str, ...]] = None) -> bool:
     """A mapping of str to str (keys in ``keys`` if given)."""
     return isinstance(value, dict) and all(
         isinstance(k, str) and isinstance(v, str) and
         (keys is None or k in keys) for k, v in value.items())
 
 
-def _require(ok, path, what):
+def _require(ok: bool, path: str, what: str) -> None:
     if not ok:
         raise StateError('%s: %s' % (path, what))
 
 
-def _validate_v1(record, path):
+def _validate_v1(record: typing.Any, path: str) -> None:
     _require(isinstance(record, dict), path, '"v1" is not a mapping')
     group = record.get('group')
     _require(isinstance(group, str) and '/' not in group and
@@ -111,7 +113,7 @@ def _validate_v1(record, path):
         path, 'bad "previous"')
 
 
-def _validate_systemd(record, path):
+def _validate_systemd(record: typing.Any, path: str) -> None:
     _require(isinstance(record, dict), path, '"systemd" is not a mapping')
     previous = record.get('previous', {})
     _require(isinstance(previous, dict) and all(
@@ -123,7 +125,7 @@ def _validate_systemd(record, path):
              all(isinstance(x, str) for x in slices), path, 'bad "slices"')
 
 
-def _validate(state, path):
+def _validate(state: typing.Any, path: str) -> dict[str, typing.Any]:
     if not isinstance(state, dict) or state.get('version') != VERSION or \
             isinstance(state.get('version'), bool):
         raise StateError('%s: not a version %d isolation state'
@@ -156,11 +158,11 @@ def _validate(state, path):
     return state
 
 
-def _validate_pins(state, path):
+def _validate_pins(state: dict[str, typing.Any], path: str) -> None:
     """The parts kept by ``kernelwork``: undo writes their values to
     /proc/irq/<key>/ and the workqueue mask, so keys are numbers and
     values CPU sets."""
-    def cpus(text):
+    def cpus(text: str) -> bool:
         try:
             cpuset.parse(text, allow_empty=True)
             return True
@@ -189,13 +191,21 @@ def _validate_pins(state, path):
         'bad "workqueue"')
     ib = state.get('irqbalance', {})
     _require(isinstance(ib, dict) and set(ib) <= {
-        'pid', 'start', 'original', 'told', 'failed'} and all(
-        _int(ib.get(k, 0)) for k in ('pid', 'start')) and all(
+        'pid', 'start', 'original', 'told', 'failed', 'retry_at',
+        'retries'} and all(
+        _int(ib.get(k, 0)) for k in ('pid', 'start', 'retries')) and
+        _seconds(ib.get('retry_at', 0)) and all(
         isinstance(ib.get(k, ''), str) for k in
         ('original', 'told', 'failed')), path, 'bad "irqbalance"')
 
 
-def _mask(text):
+def _seconds(value: object) -> bool:
+    """A wall-clock time in seconds (irqbalance's ``retry_at``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and 0 <= value < 1e12
+
+
+def _mask(text: str) -> bool:
     try:
         cpumask.parse(text)
         return True
@@ -203,7 +213,7 @@ def _mask(text):
         return False
 
 
-def boot_id(proc='/proc'):
+def boot_id(proc: str = '/proc') -> typing.Optional[str]:
     """The running kernel's boot id, or None if it cannot be read."""
     try:
         text = safefs.read_file(
@@ -214,7 +224,8 @@ def boot_id(proc='/proc'):
     return text.decode('ascii', 'replace').strip() or None
 
 
-def from_earlier_boot(st, proc='/proc'):
+def from_earlier_boot(st: dict[str, typing.Any],
+                      proc: str = '/proc') -> bool:
     """True if ``st`` was written before the last reboot."""
     recorded = st.get('boot_id')
     if not recorded:
@@ -223,7 +234,7 @@ def from_earlier_boot(st, proc='/proc'):
     return current is not None and current != recorded
 
 
-def load(path):
+def load(path: str) -> typing.Optional[dict[str, typing.Any]]:
     """The recorded state, or None if there is none; StateError if the
     file is corrupt or could have been written by someone else."""
     try:
@@ -239,13 +250,13 @@ def load(path):
     return _validate(state, path)
 
 
-def save(path, state):
+def save(path: str, state: dict[str, typing.Any]) -> None:
     """Write the state (under the lock: stale temporaries go first)."""
     safefs.remove_stale_temporaries(path)
     statefile.write_json(path, state, mode=0o600)
 
 
-def remove(path):
+def remove(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -255,11 +266,11 @@ def remove(path):
 class Lock:
     """An exclusive, non-blocking lock beside the state file."""
 
-    def __init__(self, state_path):
+    def __init__(self, state_path: str) -> None:
         self.path = state_path + '.lock'
-        self.fd = None
+        self.fd: typing.Optional[int] = None
 
-    def acquire(self):
+    def acquire(self) -> 'Lock':
         directory, name = os.path.split(os.path.abspath(self.path))
         try:
             dfd = safefs.open_dir(directory, create=True)
@@ -292,13 +303,13 @@ class Lock:
         self.fd = fd
         return self
 
-    def release(self):
+    def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self):
+    def __enter__(self) -> 'Lock':
         return self.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()

@@ -29,11 +29,13 @@ argument list, never through a shell.
 """
 
 import subprocess
+import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import systemdbus
 
 LOG = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ GUESTS = 'machine.slice'
 TIMEOUT = 60
 
 
-def _props(text):
+def _props(text: str) -> dict[str, str]:
     return dict(line.split('=', 1) for line in text.splitlines()
                 if '=' in line)
 
@@ -50,13 +52,13 @@ def _props(text):
 class Systemctl:
     """systemd through its command-line client."""
 
-    def __init__(self, path='systemctl'):
+    def __init__(self, path: str = 'systemctl') -> None:
         self.path = path
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.path
 
-    def _run(self, *args):
+    def _run(self, *args: str) -> str:
         argv = [self.path] + list(args)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True,
@@ -71,18 +73,21 @@ class Systemctl:
                                            % proc.returncode))
         return proc.stdout
 
-    def show(self, unit):
+    def show(self, unit: str) -> dict[str, str]:
         """The unit's CPU properties, as systemd reports them."""
         return _props(self._run('show', '-p', 'AllowedCPUs', '-p',
                                 'EffectiveCPUs', '-p', 'AllowedMemoryNodes',
                                 unit))
 
-    def set_runtime(self, unit, props):
+    def set_runtime(self, unit: str,
+                    props: typing.Mapping[str, str]) -> None:
         self._run('set-property', '--runtime', unit,
                   *['%s=%s' % kv for kv in sorted(props.items())])
 
 
-def manager(systemctl=None, system_bus=None):
+def manager(systemctl: typing.Optional[str] = None,
+            system_bus: typing.Optional[str] = None
+            ) -> typing.Union[Systemctl, systemdbus.Manager]:
     """How systemd is reached: its command when there is one, otherwise
     its D-Bus API on the system bus at ``system_bus``."""
     if systemctl or not system_bus:
@@ -95,8 +100,13 @@ class Systemd:
     name = 'systemd'
     moves_processes = False
 
-    def __init__(self, slices, cpus=None, mems=None, systemctl='systemctl',
-                 online=None, system_bus=None):
+    def __init__(self, slices: typing.Iterable[str],
+                 cpus: typing.Optional[frozenset[int]] = None,
+                 mems: typing.Optional[frozenset[int]] = None,
+                 systemctl: typing.Optional[str] = 'systemctl',
+                 online: typing.Optional[
+                     tuple[frozenset[int], frozenset[int]]] = None,
+                 system_bus: typing.Optional[str] = None) -> None:
         self.slices = list(slices)
         self.cpus = cpus
         self.mems = mems
@@ -106,39 +116,39 @@ class Systemd:
         self.online = online
 
     @classmethod
-    def from_settings(cls, s):
+    def from_settings(cls, s: config.Settings) -> 'Systemd':
         return cls(s.slices, s.cpus, s.mems, s.systemctl,
                    system_bus=s.system_bus)
 
-    def show(self, unit):
+    def show(self, unit: str) -> dict[str, str]:
         """The unit's CPU properties, as systemd reports them."""
         return self.systemd.show(unit)
 
-    def _wanted(self):
+    def _wanted(self) -> dict[str, str]:
         props = {'AllowedCPUs': cpuset.format(self.cpus)}
         if self.mems:
             props['AllowedMemoryNodes'] = cpuset.format(self.mems)
         return props
 
-    def record(self):
-        previous = {}
+    def record(self) -> dict[str, typing.Any]:
+        previous: dict[str, dict[str, str]] = {}
         for unit in self.slices:
             now = self.show(unit)
             previous[unit] = {key: now.get(key, '')
                               for key in self._wanted()}
         return {'slices': list(self.slices), 'previous': previous}
 
-    def _set(self, unit, props):
+    def _set(self, unit: str, props: typing.Mapping[str, str]) -> None:
         self.systemd.set_runtime(unit, props)
 
-    def drifted(self):
+    def drifted(self) -> list[str]:
         """Units whose properties are not (or no longer) ours."""
         wanted = self._wanted()
         return [unit for unit in self.slices
                 if any(_canonical(self.show(unit).get(k, '')) != v
                        for k, v in wanted.items())]
 
-    def ensure(self):
+    def ensure(self) -> None:
         for unit in self.drifted():
             self._set(unit, self._wanted())
             effective = _canonical(self.show(unit).get('EffectiveCPUs', ''))
@@ -152,10 +162,10 @@ class Systemd:
             LOG.info('isolation: %s confined to CPUs %s', unit,
                      cpuset.format(self.cpus))
 
-    def restore(self, record):
+    def restore(self, record: typing.Mapping[str, typing.Any]) -> list[str]:
         """Give every recorded unit its previous values back; a list of
         what failed."""
-        failed = []
+        failed: list[str] = []
         for unit, props in sorted(record.get('previous', {}).items()):
             try:
                 self._restore_unit(unit, props)
@@ -164,9 +174,10 @@ class Systemd:
                 failed.append(str(exc))
         return failed
 
-    def _restore_unit(self, unit, props):
+    def _restore_unit(self, unit: str,
+                      props: typing.Mapping[str, str]) -> None:
         cpus, mems = self.online or (None, None)
-        wide = {}
+        wide: dict[str, str] = {}
         if cpus and not props.get('AllowedCPUs'):
             wide['AllowedCPUs'] = cpuset.format(cpus)
         if mems and 'AllowedMemoryNodes' in props and \
@@ -185,8 +196,8 @@ class Systemd:
                     '%s: still on CPUs %s after AllowedCPUs= (online: %s)'
                     % (unit, effective, wide['AllowedCPUs']))
 
-    def status(self):
-        units = {}
+    def status(self) -> dict[str, typing.Any]:
+        units: dict[str, dict[str, str]] = {}
         for unit in self.slices + [GUESTS]:
             try:
                 units[unit] = self.show(unit)
@@ -200,7 +211,7 @@ class Systemd:
                 'systemd_through': str(self.systemd)}
 
 
-def _canonical(text):
+def _canonical(text: str) -> str:
     """systemd prints CPU sets its own way ("0-1" or "0 1")."""
     try:
         return cpuset.format(cpuset.parse(

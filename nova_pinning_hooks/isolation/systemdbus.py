@@ -39,10 +39,11 @@ import itertools
 import socket
 import threading
 import time
+import typing
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
-from nova_pinning_hooks.isolation import cpumask
 
 SOCKET = '/run/dbus/system_bus_socket'
 TIMEOUT = 30  # seconds; systemctl's own default is 25 s (D-Bus's)
@@ -59,7 +60,7 @@ SHOWN = ('AllowedCPUs', 'EffectiveCPUs', 'AllowedMemoryNodes')
 SETTABLE = ('AllowedCPUs', 'AllowedMemoryNodes')
 
 
-def available():
+def available() -> typing.Optional[str]:
     """None when jeepney can be imported, otherwise why not."""
     try:
         import jeepney  # noqa: F401
@@ -68,7 +69,8 @@ def available():
     return None
 
 
-def message(path, interface, method, signature, body):
+def message(path: str, interface: str, method: str, signature: str,
+            body: tuple[typing.Any, ...]) -> typing.Any:
     """A method call to systemd (a jeepney ``Message``)."""
     import jeepney
     return jeepney.new_method_call(
@@ -79,20 +81,20 @@ def message(path, interface, method, signature, body):
 class Bus:
     """One connection to the system bus, opened at first use."""
 
-    def __init__(self, path=SOCKET, timeout=TIMEOUT):
+    def __init__(self, path: str = SOCKET, timeout: float = TIMEOUT) -> None:
         self.path = path
         self.timeout = timeout
-        self._sock = None
-        self._parser = None
-        self._serials = None
+        self._sock: typing.Optional[socket.socket] = None
+        self._parser: typing.Any = None  # a jeepney Parser once connected
+        self._serials: typing.Optional[typing.Iterator[int]] = None
         self._lock = threading.Lock()  # one exchange at a time
 
-    def close(self):
+    def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
         self._sock = None
 
-    def _connect(self):
+    def _connect(self) -> None:
         import jeepney
         from jeepney.bus_messages import message_bus
         from jeepney.io.blocking import prep_socket
@@ -101,8 +103,10 @@ class Bus:
         self._serials = itertools.count(1)
         self._exchange(message_bus.Hello())
 
-    def _exchange(self, msg):
+    def _exchange(self, msg: typing.Any) -> typing.Any:
         from jeepney import HeaderFields
+        # Only after _connect, which sets both.
+        assert self._sock is not None and self._serials is not None
         serial = next(self._serials)
         deadline = time.monotonic() + self.timeout
         self._sock.settimeout(self.timeout)
@@ -128,7 +132,7 @@ class Bus:
                 return reply
             # Anything else (NameAcquired, a signal) is not an answer.
 
-    def call(self, msg):
+    def call(self, msg: typing.Any) -> tuple[typing.Any, ...]:
         """The reply's body; ``BackendError`` for an error reply, a
         timeout or a broken connection."""
         from jeepney import HeaderFields
@@ -153,28 +157,35 @@ class Bus:
         return reply.body
 
 
+class Caller(typing.Protocol):
+    """What ``Manager`` needs of a bus (``Bus``, or a test's fake)."""
+
+    def call(self, msg: typing.Any) -> tuple[typing.Any, ...]:
+        """The body of the reply to ``msg`` (a jeepney ``Message``)."""
+
+
 class Manager:
     """systemd's manager on ``bus`` (anything with ``call(message)``
     returning the reply's body)."""
 
-    def __init__(self, bus):
+    def __init__(self, bus: Caller) -> None:
         self.bus = bus
 
-    def __str__(self):
+    def __str__(self) -> str:
         return 'D-Bus at %s' % getattr(self.bus, 'path', self.bus)
 
-    def _unit_path(self, unit):
+    def _unit_path(self, unit: str) -> str:
         return self.bus.call(message(MANAGER_PATH, MANAGER, 'LoadUnit',
                                      's', (unit,)))[0]
 
-    def show(self, unit):
+    def show(self, unit: str) -> dict[str, str]:
         """``{property: 'cpu list'}`` for ``SHOWN``, as systemctl prints
         them."""
         interface = INTERFACES.get(unit.rsplit('.', 1)[-1])
         if interface is None:
             raise BackendError('%s: not a slice, scope or service' % unit)
         path = self._unit_path(unit)
-        props = {}
+        props: dict[str, str] = {}
         for name in SHOWN:
             (signature, value), = self.bus.call(message(
                 path, PROPERTIES, 'Get', 'ss', (interface, name)))
@@ -188,10 +199,11 @@ class Manager:
                     from None
         return props
 
-    def set_runtime(self, unit, props):
+    def set_runtime(self, unit: str,
+                    props: typing.Mapping[str, str]) -> None:
         """``systemctl set-property --runtime unit K=V...``: each value
         a CPU (or memory node) list, empty for none."""
-        values = []
+        values: list[tuple[str, tuple[str, bytes]]] = []
         for name, text in sorted(props.items()):
             if name not in SETTABLE:
                 raise BackendError('%s: %s cannot be set over D-Bus here'

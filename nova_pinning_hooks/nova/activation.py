@@ -30,6 +30,8 @@ Invariants:
 import os
 import sys
 import threading
+import types
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -52,17 +54,17 @@ NOVA_URI = 'qemu:///system'
 # Where an option's value comes from when nobody set it.
 _UNSET = (cfg.Locations.opt_default, cfg.Locations.set_default)
 
-_RUNTIME = None
+_RUNTIME: typing.Optional[runtime.Runtime] = None
 _ACTIVATION_LOCK = threading.Lock()
 
 
-def in_nova_compute():
+def in_nova_compute() -> bool:
     """True in the nova-compute service (not api, conductor, ...)."""
     argv0 = os.path.basename(sys.argv[0]) if sys.argv else ''
     return 'nova.cmd.compute' in sys.modules or argv0 == 'nova-compute'
 
 
-def nova_connection_uri(conf):
+def nova_connection_uri(conf: cfg.ConfigOpts) -> typing.Optional[str]:
     """The libvirt URI nova's libvirt driver opens, from nova's options
     in ``conf``; None where they are not registered (out of nova)."""
     try:
@@ -73,7 +75,7 @@ def nova_connection_uri(conf):
     return uri or NOVA_URIS.get(virt_type, NOVA_URI)
 
 
-def follow_nova_connection(conf):
+def follow_nova_connection(conf: cfg.ConfigOpts) -> str:
     """Unless ``[nova_pinning] connection_uri`` is set, make it nova's
     own libvirt connection; returns the URI passes use."""
     group = conf_mod.PINNING_GROUP
@@ -93,14 +95,18 @@ def follow_nova_connection(conf):
     return uri
 
 
-def _install_driver_hooks(driver_cls, migration_module):
+def _install_driver_hooks(driver_cls: type,
+                          migration_module: types.ModuleType) -> None:
     """The allocation-ratio hook and the live migration XML filter, on
     nova's libvirt driver (``compat.lacking`` checked them first)."""
     hookpoints.install(driver_cls, ['update_provider_tree'], RATIO_HOOK)
     migration.install(module=migration_module, driver_cls=driver_cls)
 
 
-def _nova_libvirt(driver_cls, migration_module):
+def _nova_libvirt(driver_cls: typing.Optional[type],
+                  migration_module: typing.Optional[types.ModuleType]
+                  ) -> tuple[typing.Optional[type],
+                             typing.Optional[types.ModuleType]]:
     """nova's LibvirtDriver and libvirt migration module, unless given;
     (None, None) when this nova has no libvirt driver to import."""
     try:
@@ -111,7 +117,9 @@ def _nova_libvirt(driver_cls, migration_module):
         return None, None
 
 
-def _switched_off(driver_cls, migration_module):
+def _switched_off(driver_cls: typing.Optional[type],
+                  migration_module: typing.Optional[types.ModuleType]
+                  ) -> bool:
     """``[nova_pinning] enabled = false``: no hook, no pass, no file; only
     the filter that keeps our pins out of the XML nova builds from a
     running guest (live migration, unrescue). Guests pinned before the
@@ -136,8 +144,11 @@ def _switched_off(driver_cls, migration_module):
     return True
 
 
-def activate(conf, manager_cls=None, driver_cls=None,
-             migration_module=None):
+def activate(conf: cfg.ConfigOpts,
+             manager_cls: typing.Optional[type] = None,
+             driver_cls: typing.Optional[type] = None,
+             migration_module: typing.Optional[types.ModuleType] = None
+             ) -> typing.Optional[runtime.Runtime]:
     """Switch nova-pinning-hooks on in this nova-compute; idempotent.
 
     Returns the ``runtime.Runtime``, or None when switched off (only the
@@ -163,6 +174,8 @@ def activate(conf, manager_cls=None, driver_cls=None,
             LOG.error('nova-pinning-hooks: not activated, nothing hooked: '
                       'this nova lacks %s', ', '.join(lacking))
             return None
+        # Neither is None: ``compat.lacking`` said so.
+        assert driver_cls is not None and migration_module is not None
         follow_nova_connection(conf)  # before anything is installed
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)
@@ -177,7 +190,7 @@ def activate(conf, manager_cls=None, driver_cls=None,
         return _RUNTIME
 
 
-def request_pass(reason, host=None):
+def request_pass(reason: str, host: typing.Optional[str] = None) -> bool:
     """Queue a pass; returns at once. Not activated: does nothing."""
     agent = _RUNTIME
     if agent is None:
@@ -185,7 +198,8 @@ def request_pass(reason, host=None):
     return agent.request(reason, host)
 
 
-def note_allocation_ratio(ratio, node=None):
+def note_allocation_ratio(ratio: float,
+                          node: typing.Optional[str] = None) -> bool:
     """The VCPU allocation ratio nova just reported
     (``ratiofile.RatioFile.note``)."""
     agent = _RUNTIME
@@ -194,11 +208,7 @@ def note_allocation_ratio(ratio, node=None):
     return agent.note_allocation_ratio(ratio, node)
 
 
-def current():
-    return _RUNTIME
-
-
-def deactivate():
+def deactivate() -> None:
     """Stop the runtime (tests; nova-compute simply exits)."""
     global _RUNTIME
     with _ACTIVATION_LOCK:

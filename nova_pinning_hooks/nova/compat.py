@@ -25,20 +25,25 @@ stale ratio.
 """
 
 import inspect
+import types
+import typing
 
 from nova_pinning_hooks.nova import migration
 
 RATIO_PARAMETERS = ['provider_tree', 'nodename']
 
 
-def _parameters(func):
+def _parameters(func: typing.Callable[..., typing.Any]
+                ) -> typing.Optional[list[str]]:
     try:
         return list(inspect.signature(func).parameters)
     except (TypeError, ValueError):
         return None
 
 
-def lacking(driver_cls, migration_module):
+def lacking(driver_cls: typing.Optional[type],
+            migration_module: typing.Optional[types.ModuleType]
+            ) -> list[str]:
     """What this nova lacks, as ``Owner.name`` strings; empty when the
     package can switch on. ``None`` for either: nova's libvirt driver
     could not be imported."""

@@ -40,6 +40,7 @@ Invariants:
 import logging
 import threading
 import time
+import typing
 
 PACKAGE = 'nova_pinning_hooks'
 LIMIT = 500
@@ -47,22 +48,23 @@ POLL = 0.2
 WATCH = 600.0
 
 _LOCK = threading.Lock()
-_HOLDER = None
+_HOLDER: typing.Optional['_Holder'] = None
 
 
 class _Holder(logging.Handler):
     """Keeps the records of the package's loggers, in order; passes
     warnings and errors on at once to what the root logger has then."""
 
-    def __init__(self, saved, root_handlers):
+    def __init__(self, saved: tuple[int, bool],
+                 root_handlers: list[logging.Handler]) -> None:
         super().__init__(logging.DEBUG)
         self.saved = saved  # the package logger's (level, propagate)
         self.root_handlers = root_handlers  # those before the set-up
-        self.records = []
+        self.records: list[logging.LogRecord] = []
         self.dropped = 0
         self.released = threading.Event()
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         if len(self.records) < LIMIT:
             self.records.append(record)
         else:
@@ -71,15 +73,20 @@ class _Holder(logging.Handler):
             _write(record, self.root_handlers or [logging.lastResort])
 
 
-def _write(record, handlers):
+def _write(record: logging.LogRecord,
+           handlers: typing.Iterable[typing.Optional[logging.Handler]]
+           ) -> None:
     for handler in handlers:
         if handler is not None and record.levelno >= handler.level:
             handler.handle(record)
 
 
-def _handlers(name, exclude):
+def _handlers(name: str, exclude: typing.Container[logging.Handler]
+              ) -> list[logging.Handler]:
     """The handlers a record of logger ``name`` goes to, but those in
     ``exclude``."""
+    logger: typing.Optional[logging.Logger]
+    found: list[logging.Handler]
     logger, found = logging.getLogger(name), []
     while logger is not None:
         found += [h for h in logger.handlers if h not in exclude]
@@ -89,18 +96,18 @@ def _handlers(name, exclude):
     return found
 
 
-def lost_at_info():
+def lost_at_info() -> bool:
     """True while an INFO record would reach no configured handler."""
     root = logging.getLogger()
     return not root.handlers or root.level > logging.INFO
 
 
-def _set_up(holder):
+def _set_up(holder: _Holder) -> bool:
     return any(h not in holder.root_handlers
                for h in logging.getLogger().handlers)
 
 
-def hold():
+def hold() -> bool:
     """Keep the package's records until logging is set up (nothing when
     it already is, or records are already held). True when holding."""
     global _HOLDER
@@ -124,18 +131,18 @@ def hold():
         return False
 
 
-def _watch(holder):
+def _watch(holder: _Holder) -> None:
     # Under eventlet this is a green thread and the event a green one.
     deadline = time.monotonic() + WATCH
     while not holder.released.wait(POLL):
         release(force=time.monotonic() >= deadline)
 
 
-def holding():
+def holding() -> bool:
     return _HOLDER is not None
 
 
-def release(force=False):
+def release(force: bool = False) -> int:
     """Once logging is set up (or with ``force``), stop holding and
     write the held records through the configured handlers. Cheap when
     nothing is held. Returns how many records were written."""

@@ -6,6 +6,8 @@ process's agent and returns: no libvirt call, no lock wait and no
 exception reaches nova's thread.
 """
 
+import typing
+
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import activation
@@ -18,10 +20,11 @@ LOG = logging.getLogger(__name__)
 class BindNumaAffinityHook:
     """Hook object: ``pre`` does nothing, ``post`` requests a pass."""
 
-    def pre(self, *args, **kwargs):
+    def pre(self, *args: typing.Any, **kwargs: typing.Any) -> None:
         return None
 
-    def post(self, rv, *args, **kwargs):
+    def post(self, rv: typing.Any, *args: typing.Any,
+             **kwargs: typing.Any) -> None:
         earlylog.release()  # the activation lines, if still held
         try:
             method = hooks.current_function() or 'hook'
@@ -38,13 +41,16 @@ class AllocationRatioHook:
     agent. Reads nova's in-memory provider tree only: no call to
     placement, no file or libvirt access on nova's thread."""
 
-    def pre(self, *args, **kwargs):
+    def pre(self, *args: typing.Any, **kwargs: typing.Any) -> None:
         return None
 
-    def post(self, rv, *args, **kwargs):
+    def post(self, rv: typing.Any, *args: typing.Any,
+             **kwargs: typing.Any) -> None:
         earlylog.release()
         try:
-            tree = args[1] if len(args) > 1 else kwargs.get('provider_tree')
+            # nova's ProviderTree (None would fail below, and be logged).
+            tree: typing.Any = (args[1] if len(args) > 1
+                                else kwargs.get('provider_tree'))
             node = args[2] if len(args) > 2 else kwargs.get('nodename')
             inventory = tree.data(node).inventory.get('VCPU') or {}
             ratio = inventory.get('allocation_ratio')

@@ -14,6 +14,8 @@ Invariants:
 * a method the running nova lacks is skipped and logged, not an error.
 """
 
+import typing
+
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import hooks
@@ -22,10 +24,13 @@ LOG = logging.getLogger(__name__)
 MARK = '_nova_pinning_hook'
 
 
-def install(cls, methods, hook_name):
+def install(cls: type, methods: typing.Iterable[str], hook_name: str
+            ) -> tuple[list[str], list[str], list[str]]:
     """Wrap ``methods`` of ``cls``; returns (wrapped, already, missing)."""
     nova_add_hook = hooks.nova_add_hook()
-    wrapped, already, missing = [], [], []
+    wrapped: list[str] = []
+    already: list[str] = []
+    missing: list[str] = []
     for name in methods:
         # Through the MRO: a method may be defined on a base class; the
         # wrapper is set on ``cls`` itself.
@@ -50,7 +55,7 @@ def install(cls, methods, hook_name):
     return wrapped, already, missing
 
 
-def uninstall(cls, hook_name):
+def uninstall(cls: type, hook_name: str) -> None:
     """Undo ``install`` (tests, and switching off without a restart)."""
     for name, value in list(vars(cls).items()):
         if getattr(value, MARK, None) == hook_name:

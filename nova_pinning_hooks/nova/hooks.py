@@ -22,6 +22,7 @@ Where nova still has ``nova.hooks`` (Nova 21 and older), its own
 
 import functools
 import threading
+import typing
 
 from oslo_log import log as logging
 import stevedore
@@ -37,10 +38,12 @@ class FatalHookException(Exception):
 class HookManager(stevedore.hook.HookManager):
     """The hooks registered under one name, loaded once."""
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super().__init__(NAMESPACE, name, invoke_on_load=True)
 
-    def _run(self, name, method_type, args, kwargs):
+    def _run(self, name: str, method_type: str,
+             args: tuple[typing.Any, ...],
+             kwargs: dict[str, typing.Any]) -> None:
         for ext in self.extensions:
             hook = getattr(ext.obj, method_type, None)
             if hook is None:
@@ -53,17 +56,20 @@ class HookManager(stevedore.hook.HookManager):
                 LOG.exception('%s hook %s failed; ignored', method_type,
                               name)
 
-    def run_pre(self, name, args, kwargs):
+    def run_pre(self, name: str, args: tuple[typing.Any, ...],
+                kwargs: dict[str, typing.Any]) -> None:
         self._run(name, 'pre', args, kwargs)
 
-    def run_post(self, name, rv, args, kwargs):
+    def run_post(self, name: str, rv: typing.Any,
+                 args: tuple[typing.Any, ...],
+                 kwargs: dict[str, typing.Any]) -> None:
         self._run(name, 'post', (rv,) + tuple(args), kwargs)
 
 
-_MANAGERS: dict = {}
+_MANAGERS: dict[str, HookManager] = {}
 
 
-def manager(name):
+def manager(name: str) -> HookManager:
     """The (cached) HookManager of ``name``."""
     mgr = _MANAGERS.get(name)
     if mgr is None:
@@ -71,7 +77,7 @@ def manager(name):
     return mgr
 
 
-def reset():
+def reset() -> None:
     """Forget loaded hooks (tests)."""
     _MANAGERS.clear()
 
@@ -79,18 +85,21 @@ def reset():
 _CALL = threading.local()
 
 
-def current_function():
+def current_function() -> typing.Optional[str]:
     """The name of the hooked function whose hooks run now (on this
     thread), for hooks that want to say why they ran; None outside."""
     return getattr(_CALL, 'name', None)
 
 
-def add_hook(name, function_name=None):
+def add_hook(name: str, function_name: typing.Optional[str] = None
+             ) -> typing.Callable[[typing.Callable[..., typing.Any]],
+                                  typing.Callable[..., typing.Any]]:
     """Decorator: run the ``name`` hooks around the function.
     ``function_name``: what ``current_function`` says while they run (the
     attribute the function is hooked as; nova's decorators do not all
     keep ``__name__``)."""
-    def outer(func):
+    def outer(func: typing.Callable[..., typing.Any]
+              ) -> typing.Callable[..., typing.Any]:
         called = function_name or func.__name__
 
         # This frame is the outermost of every hooked nova method, so it
@@ -100,7 +109,8 @@ def add_hook(name, function_name=None):
         # exception itself passes untouched: no re-raise, no frame cut
         # from its traceback.
         @functools.wraps(func)
-        def hooked_nova_method(*args, **kwargs):
+        def hooked_nova_method(*args: typing.Any,
+                               **kwargs: typing.Any) -> typing.Any:
             mgr = manager(name)
             outer_name, _CALL.name = current_function(), called
             try:
@@ -118,7 +128,7 @@ def add_hook(name, function_name=None):
     return outer
 
 
-def nova_add_hook():
+def nova_add_hook() -> typing.Optional[typing.Callable[..., typing.Any]]:
     """nova's own ``add_hook`` where nova still has it, else None."""
     try:
         from nova import hooks as nova_hooks

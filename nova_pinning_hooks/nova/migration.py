@@ -24,10 +24,14 @@ Invariants:
   nova's XML is returned as nova made it, and the failure is logged;
 * nova-placed guests (an instance NUMA topology) are returned unchanged
   (``migratexml``);
-* idempotent, and ``uninstall`` restores nova's functions (tests).
+* idempotent (the tests restore nova's functions with
+  ``tests.fixtures.uninstall_migration_filter``, which unwraps what
+  carries ``MARK``).
 """
 
 import functools
+import types
+import typing
 
 from oslo_log import log as logging
 
@@ -39,19 +43,20 @@ FUNCTION = 'get_updated_guest_xml'
 METHOD = '_get_existing_domain_xml'
 
 
-def _module():
+def _module() -> types.ModuleType:
     from nova.virt.libvirt import migration
     return migration
 
 
-def _driver_class():
+def _driver_class() -> type:
     from nova.virt.libvirt import driver
     return driver.LibvirtDriver
 
 
-def _stripping(original, what):
+def _stripping(original: typing.Callable[..., typing.Any], what: str
+               ) -> typing.Callable[..., typing.Any]:
     @functools.wraps(original)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
         xml = original(*args, **kwargs)
         try:
             stripped, removed = migratexml.strip_pins(xml)
@@ -68,7 +73,8 @@ def _stripping(original, what):
     return wrapper
 
 
-def _wrap(owner, name, what):
+def _wrap(owner: typing.Union[type, types.ModuleType], name: str,
+          what: str) -> bool:
     original = owner.__dict__.get(name) if isinstance(owner, type) else \
         getattr(owner, name, None)
     if original is None:
@@ -80,14 +86,8 @@ def _wrap(owner, name, what):
     return True
 
 
-def _unwrap(owner, name):
-    current = owner.__dict__.get(name) if isinstance(owner, type) else \
-        getattr(owner, name, None)
-    if getattr(current, MARK, False):
-        setattr(owner, name, current.__wrapped__)
-
-
-def install(module=None, driver_cls=None):
+def install(module: typing.Optional[types.ModuleType] = None,
+            driver_cls: typing.Optional[type] = None) -> bool:
     """Wrap the live migration XML function and the driver's existing-XML
     method; True if both are wrapped (now or before), False if this nova
     lacks one of them (logged)."""
@@ -96,8 +96,3 @@ def install(module=None, driver_cls=None):
     migrating = _wrap(module, FUNCTION, 'live migration XML')
     existing = _wrap(driver_cls, METHOD, 'XML kept for unrescue and resume')
     return migrating and existing
-
-
-def uninstall(module=None, driver_cls=None):
-    _unwrap(module or _module(), FUNCTION)
-    _unwrap(driver_cls or _driver_class(), METHOD)

@@ -22,6 +22,8 @@ activation one line names the other drivers configured beside ours, or
 says that there are none.
 """
 
+import typing
+
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import activation
@@ -34,7 +36,9 @@ DRIVER_NAME = 'nova_pinning'  # setup.cfg's entry point
 class ActivationDriver:
     """oslo.messaging.notify.drivers entry point ``nova_pinning``."""
 
-    def __init__(self, conf, topics=None, transport=None):
+    def __init__(self, conf: typing.Any,
+                 topics: typing.Optional[list[str]] = None,
+                 transport: typing.Any = None) -> None:
         self.conf = conf
         if not activation.in_nova_compute():
             LOG.debug('nova-pinning-hooks: not nova-compute; inactive')
@@ -55,11 +59,12 @@ class ActivationDriver:
                      "none: no other service receives nova's notifications "
                      'from this compute')
 
-    def notify(self, ctxt, message, priority, retry):
+    def notify(self, ctxt: typing.Any, message: dict[str, typing.Any],
+               priority: str, retry: typing.Optional[int]) -> None:
         return None
 
 
-def other_drivers(conf):
+def other_drivers(conf: typing.Any) -> list[str]:
     """The notification drivers configured beside ours (``noop`` sends
     nothing, so it is none)."""
     try:

@@ -28,6 +28,7 @@ Invariants:
 import datetime
 import os
 import socket
+import typing
 
 from oslo_log import log as logging
 
@@ -38,7 +39,9 @@ from nova_pinning_hooks.passes import reconciler
 LOG = logging.getLogger(__name__)
 
 
-def effective_ratio(cpu_allocation_ratio, initial_cpu_allocation_ratio):
+def effective_ratio(cpu_allocation_ratio: typing.Optional[float],
+                    initial_cpu_allocation_ratio: typing.Optional[float]
+                    ) -> tuple[float, str]:
     """nova's rule: cpu_allocation_ratio unless unset (None or 0.0), then
     initial_cpu_allocation_ratio. Returns (ratio, name of its option)."""
     if cpu_allocation_ratio:
@@ -47,7 +50,8 @@ def effective_ratio(cpu_allocation_ratio, initial_cpu_allocation_ratio):
             'initial_cpu_allocation_ratio')
 
 
-def from_nova_conf(conf, ratio=None):
+def from_nova_conf(conf: typing.Any, ratio: typing.Optional[float] = None
+                   ) -> dict[str, typing.Any]:
     """The file's content from nova's configuration object, and from the
     VCPU allocation ratio of the node's inventory once nova reported one
     (``ratio``): placement's, unless ``cpu_allocation_ratio`` overrides
@@ -75,22 +79,23 @@ def from_nova_conf(conf, ratio=None):
 
 class RatioFile:
 
-    def __init__(self, conf):
+    def __init__(self, conf: typing.Any) -> None:
         self.conf = conf
-        self.ratio = None  # the ratio last written to the overcommit file
-        self._pending_ratio = None
+        # the ratio last written to the overcommit file
+        self.ratio: typing.Optional[float] = None
+        self._pending_ratio: typing.Optional[float] = None
         # The ratio nova last reported (None: none yet) and the one the
         # file holds as such: the first report rewrites the file, even
         # with the ratio it already has, so that it says "placement".
-        self.reported_ratio = None
-        self.written_ratio = None
+        self.reported_ratio: typing.Optional[float] = None
+        self.written_ratio: typing.Optional[float] = None
         # The file holds this process's configuration; until it does no
         # pass runs (``error`` says why).
         self.ok = False
-        self.error = None
-        self.node = None
+        self.error: typing.Optional[str] = None
+        self.node: typing.Optional[str] = None
 
-    def note(self, ratio, node=None):
+    def note(self, ratio: float, node: typing.Optional[str] = None) -> bool:
         """nova reported ``ratio`` for ``node`` (on nova's thread): True
         when a pass should be requested to write it."""
         if self.node is None:
@@ -104,7 +109,7 @@ class RatioFile:
         self._pending_ratio = ratio
         return True
 
-    def before_pass(self):
+    def before_pass(self) -> typing.Optional[reconciler.PassResult]:
         """On the pass thread: write what nova reported; a failed
         ``reconciler.PassResult`` when no pass may run, else None."""
         ratio, self._pending_ratio = self._pending_ratio, None
@@ -119,11 +124,11 @@ class RatioFile:
                                          error_kind='failed')
         return None
 
-    def write(self, ratio=None):
+    def write(self, ratio: typing.Optional[float] = None) -> bool:
         """Write the file from nova's configuration (and the ratio nova
         reported, if any); True once written or found right."""
-        path = self.conf.nova_pinning.overcommit_file
-        content = None
+        path: str = self.conf.nova_pinning.overcommit_file
+        content: typing.Optional[dict[str, typing.Any]] = None
         try:
             content = from_nova_conf(self.conf, ratio)
             # Only this writer writes the file: what a crash left of an
@@ -140,7 +145,9 @@ class RatioFile:
                  path, content['allocation_ratio'], content['ratio_source'])
         return True
 
-    def _not_written(self, path, content, exc, ratio):
+    def _not_written(self, path: str,
+                     content: typing.Optional[dict[str, typing.Any]],
+                     exc: Exception, ratio: typing.Optional[float]) -> None:
         if content is not None and overcommitfile.matches(path, content):
             # Same ratio and CPU sets as this process computed: right.
             self.ratio, self.written_ratio = content['allocation_ratio'], ratio

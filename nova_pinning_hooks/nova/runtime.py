@@ -40,18 +40,21 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.observe import httpserve
+from nova_pinning_hooks.observe import passmetrics
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
+from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.runtime import service as service_mod
 
 LOG = logging.getLogger(__name__)
 
 
-def eventlet_patched():
+def eventlet_patched() -> bool:
     """True when eventlet has monkey-patched threads in this process."""
     patcher = sys.modules.get('eventlet.patcher')
     try:
@@ -62,21 +65,28 @@ def eventlet_patched():
 
 class Runtime:
 
-    def __init__(self, conf, out_of_process=None):
+    def __init__(self, conf: typing.Any,
+                 out_of_process: typing.Optional[bool] = None) -> None:
         self.conf = conf
         group = conf.nova_pinning
         self.out_of_process = (eventlet_patched() if out_of_process is None
                                else out_of_process)
         self.ratio_file = ratiofile.RatioFile(conf)
-        self.service = None
-        self.worker = None  # the agent process, when out of process
+        self.service: typing.Optional[service_mod.BindingService] = None
+        # the agent process, when out of process
+        self.worker: typing.Optional[subprocess.Popen[bytes]] = None
         self.worker_starts = 0
-        self._last_result = None
+        # The last pass's result; out of process, whether the request
+        # reached the worker (``_pass_in_child``).
+        self._last_result: typing.Union[
+            reconciler.PassResult, bool, None] = None
         if self.out_of_process:
             self.coalescer = coalescer_mod.Coalescer(
                 self._run_in_worker, delay=group.coalesce_delay)
-            self.requests = collections.deque(
-                maxlen=service_mod.RECENT_REQUESTS)
+            # (monotonic time, host, reason), as the service's
+            self.requests: collections.deque[
+                tuple[float, typing.Optional[str], str]] = collections.deque(
+                    maxlen=service_mod.RECENT_REQUESTS)
             self._stop = threading.Event()
         else:
             self.service = service_mod.BindingService(
@@ -89,19 +99,21 @@ class Runtime:
 
     # What tests and diagnostics read, in either mode.
     @property
-    def last_result(self):
+    def last_result(self) -> typing.Union[reconciler.PassResult, bool,
+                                          None]:
         return (self._last_result if self.service is None
                 else self.service.last_result)
 
     @property
-    def watching(self):
+    def watching(self) -> bool:
         return self.service is not None and self.service.watching
 
     @property
-    def pass_metrics(self):
+    def pass_metrics(self) -> typing.Optional[passmetrics.PassMetrics]:
         return None if self.service is None else self.service.pass_metrics
 
-    def request(self, reason, host=None):
+    def request(self, reason: str, host: typing.Optional[str] = None
+                ) -> bool:
         """Queue a pass (never blocks: see ``Coalescer.request``)."""
         if self.service is not None:
             if reason == 'init_host':
@@ -110,14 +122,15 @@ class Runtime:
         self.requests.append((time.monotonic(), host, reason))
         return self.coalescer.request(reason)
 
-    def note_allocation_ratio(self, ratio, node=None):
+    def note_allocation_ratio(self, ratio: float,
+                              node: typing.Optional[str] = None) -> bool:
         """nova reported this VCPU allocation ratio for ``node`` (on
         nova's thread: only remembered; the pass thread writes it)."""
         if not self.ratio_file.note(ratio, node):
             return False
         return self.request('allocation ratio now %s' % ratio)
 
-    def start(self):
+    def start(self) -> None:
         self.ratio_file.write()
         if self.service is not None:
             self.start_endpoint()
@@ -131,7 +144,7 @@ class Runtime:
                              name='nova-pinning-periodic',
                              daemon=True).start()
 
-    def start_endpoint(self):
+    def start_endpoint(self) -> bool:
         """With ``[nova_pinning] metrics_listen`` set, serve the metrics
         with this thread's pass counters; a failure (bad value, port
         taken) is a logged error, nova-compute runs on."""
@@ -139,6 +152,7 @@ class Runtime:
             listen = self.conf.nova_pinning.metrics_listen
             if not listen:
                 return False
+            assert self.service is not None  # in process (``start``)
             self.service.pass_metrics.start_endpoint(
                 httpserve.parse_listen(listen))
         except Exception as exc:
@@ -147,18 +161,18 @@ class Runtime:
             return False
         return True
 
-    def _periodic(self, interval):
+    def _periodic(self, interval: float) -> None:
         while not self._stop.wait(interval):
             self.coalescer.request('periodic')
 
-    def _run_in_worker(self):
+    def _run_in_worker(self) -> None:
         refused = self.ratio_file.before_pass()
         if refused is not None:
             self._last_result = refused
             return
         self._last_result = self._pass_in_child()
 
-    def child_argv(self):
+    def child_argv(self) -> list[str]:
         argv = [sys.executable, '-m', 'nova_pinning_hooks.cmd.pinning']
         for path in self.conf.config_file or ():
             argv += ['--config-file', path]
@@ -170,7 +184,7 @@ class Runtime:
                        self.conf.nova_pinning.connection_uri,
                        '--requests-on-stdin']
 
-    def _pass_in_child(self):
+    def _pass_in_child(self) -> bool:
         """Hand the request to the worker process (started, or started
         again, here); True once written."""
         worker = self.worker
@@ -178,6 +192,7 @@ class Runtime:
             if worker is not None:
                 LOG.error('nova-pinning-hooks: pass worker exited %s; '
                           'starting it again', worker.returncode)
+                assert worker.stdin is not None  # stdin=subprocess.PIPE
                 worker.stdin.close()  # the dead one's pipe
             try:
                 # Its stdout and stderr are nova-compute's: where nova's
@@ -192,9 +207,11 @@ class Runtime:
                 self.worker = None
                 return False
             self.worker_starts += 1
+            assert worker.stdin is not None  # stdin=subprocess.PIPE
             fd = worker.stdin.fileno()
             fcntl.fcntl(fd, fcntl.F_SETFL,
                         fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        assert worker.stdin is not None  # stdin=subprocess.PIPE
         try:
             os.write(worker.stdin.fileno(), b'pass\n')
         except OSError as exc:
@@ -205,7 +222,7 @@ class Runtime:
             return False
         return True
 
-    def stop(self):
+    def stop(self) -> None:
         if self.service is not None:
             self.service.stop()
             return
@@ -213,6 +230,7 @@ class Runtime:
         self.coalescer.stop()
         worker, self.worker = self.worker, None
         if worker is not None:
+            assert worker.stdin is not None  # stdin=subprocess.PIPE
             worker.stdin.close()  # its end of input: it stops
             try:
                 worker.wait(15)

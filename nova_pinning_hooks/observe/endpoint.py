@@ -14,12 +14,19 @@ Invariants:
   ``metrics_read_timeout``.
 """
 
+import threading
+import typing
+
 from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import metrics
+from nova_pinning_hooks.observe import passstats
+from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
 
 
-def server(rec, conf, address, port, stats=None):
+def server(rec: reconciler.Reconciler, conf: typing.Any, address: str,
+           port: int, stats: typing.Optional[passstats.PassStats] = None
+           ) -> httpserve.MetricsServer:
     """A ``httpserve.MetricsServer`` of the host's metrics (and of
     ``stats``) on ``address``:``port``, bounded by ``[nova_pinning]
     metrics_max_requests`` and ``metrics_read_timeout``, not started.
@@ -31,7 +38,8 @@ def server(rec, conf, address, port, stats=None):
         read_timeout=group.metrics_read_timeout)
 
 
-def serve(rec, conf, address, port, stop):
+def serve(rec: reconciler.Reconciler, conf: typing.Any, address: str,
+          port: int, stop: threading.Event) -> None:
     """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
     Event) is set. Raises ``OSError`` if the address cannot be bound."""
     server(rec, conf, address, port).serve_forever(stop)
@@ -43,7 +51,10 @@ class Endpoint:
     libvirt connection: a scrape never waits for a pass, nor a pass for
     a scrape), with the process's pass counters."""
 
-    def __init__(self, conf, stats, address, port, connect=None):
+    def __init__(self, conf: typing.Any,
+                 stats: typing.Optional[passstats.PassStats], address: str,
+                 port: int,
+                 connect: typing.Optional[hostport.Connect] = None) -> None:
         self.rec = reconciler.Reconciler(conf, connect=connect)
         try:
             self.http = server(self.rec, conf, address, port, stats)
@@ -52,10 +63,10 @@ class Endpoint:
             raise
         self.address = self.http.address
 
-    def start(self):
+    def start(self) -> 'Endpoint':
         self.http.start()
         return self
 
-    def close(self):
+    def close(self) -> None:
         self.http.close()
         self.rec.close()

@@ -34,6 +34,7 @@ import re
 import socket
 import threading
 import time
+import typing
 
 REQUEST_LIMIT = 8192  # bytes of request line and headers
 CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
@@ -42,7 +43,7 @@ METHODS = ('GET', 'HEAD')
 ACCEPT_POLL = 0.5  # seconds between checks of the stop event
 
 
-def parse_listen(text):
+def parse_listen(text: typing.Optional[str]) -> tuple[str, int]:
     """``ADDR:PORT`` or ``[IPv6]:PORT`` -> (address, port); ValueError."""
     match = re.fullmatch(r'\[([0-9A-Fa-f:.]{2,45})\]:([0-9]{1,5})|'
                          r'([0-9.]{7,15}):([0-9]{1,5})', text or '',
@@ -61,15 +62,17 @@ def parse_listen(text):
     return address, port
 
 
-def _status_line(code):
+def _status_line(code: int) -> str:
     reasons = {200: 'OK', 400: 'Bad Request', 404: 'Not Found',
                405: 'Method Not Allowed', 408: 'Request Timeout',
                500: 'Internal Server Error', 503: 'Service Unavailable'}
     return 'HTTP/1.1 %d %s\r\n' % (code, reasons[code])
 
 
-def response(code, body, content_type='text/plain; charset=utf-8',
-             head=False, extra=()):
+def response(code: int, body: bytes,
+             content_type: str = 'text/plain; charset=utf-8',
+             head: bool = False,
+             extra: typing.Iterable[tuple[str, str]] = ()) -> bytes:
     """The bytes of a whole answer (``head``: without the body)."""
     lines = [_status_line(code), 'Content-Type: %s\r\n' % content_type,
              'Content-Length: %d\r\n' % len(body), 'Connection: close\r\n']
@@ -78,7 +81,8 @@ def response(code, body, content_type='text/plain; charset=utf-8',
                                                         else body)
 
 
-def read_request(conn, deadline):
+def read_request(conn: socket.socket,
+                 deadline: float) -> typing.Optional[bytes]:
     """The request head (bytes, up to the blank line), or None if the
     client closed, sent too much or was too slow."""
     data = b''
@@ -97,7 +101,7 @@ def read_request(conn, deadline):
     return data
 
 
-def answer(head, render):
+def answer(head: bytes, render: typing.Callable[[], bytes]) -> bytes:
     """The response bytes for request head ``head`` (pure but for
     ``render``)."""
     line = head.split(b'\n', 1)[0].strip()
@@ -124,8 +128,10 @@ class MetricsServer:
     """Listen on ``address``:``port`` (``OSError`` if it cannot be
     bound); ``serve_forever(stop)`` or ``start()`` in a daemon thread."""
 
-    def __init__(self, address, port, render, max_requests=40,
-                 read_timeout=10.0, write_timeout=10.0):
+    def __init__(self, address: str, port: int,
+                 render: typing.Callable[[], bytes], max_requests: int = 40,
+                 read_timeout: float = 10.0,
+                 write_timeout: float = 10.0) -> None:
         self.render = render
         self.max_requests = max_requests
         self.read_timeout, self.write_timeout = read_timeout, write_timeout
@@ -140,12 +146,12 @@ class MetricsServer:
             self.sock.close()
             raise
         self.sock.settimeout(ACCEPT_POLL)
-        self.address = self.sock.getsockname()[:2]
+        self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.refused = 0  # connections answered 503: over the limit
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: typing.Optional[threading.Thread] = None
 
-    def start(self):
+    def start(self) -> 'MetricsServer':
         """Serve in a daemon thread until ``close``."""
         self._thread = threading.Thread(
             target=self.serve_forever, args=(self._stop,), daemon=True,
@@ -153,7 +159,7 @@ class MetricsServer:
         self._thread.start()
         return self
 
-    def serve_forever(self, stop):
+    def serve_forever(self, stop: threading.Event) -> None:
         try:
             while not stop.is_set() and not self._stop.is_set():
                 try:
@@ -169,7 +175,7 @@ class MetricsServer:
         finally:
             self.sock.close()
 
-    def _dispatch(self, conn):
+    def _dispatch(self, conn: socket.socket) -> None:
         if not self.slots.acquire(blocking=False):
             self.refused += 1
             try:
@@ -187,7 +193,7 @@ class MetricsServer:
             self.slots.release()
             conn.close()
 
-    def _handle(self, conn):
+    def _handle(self, conn: socket.socket) -> None:
         try:
             deadline = time.monotonic() + self.read_timeout
             head = read_request(conn, deadline)
@@ -201,7 +207,7 @@ class MetricsServer:
             conn.close()
             self.slots.release()
 
-    def close(self):
+    def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(ACCEPT_POLL * 4)

@@ -56,30 +56,30 @@ from prometheus_client import exposition as prom_exposition
 from prometheus_client import registry as prom_registry
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.passes import hostport
+from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.observe import version
 
 PREFIX = 'nova_pinning_'
-OUTCOMES = ('ok', 'failed', 'refused')
-# Every (result, kind) of pin_changes_total is served from the start, at
-# zero: a panel or an alert over a series that appears only after the
-# first change would say "No data" on a quiet host.
-CHANGE_RESULTS = ('applied', 'skipped')
-CHANGE_KINDS = ('vcpu', 'emulator', 'iothread', 'numa')
 
 
 @dataclasses.dataclass
 class HostView:
-    plan: object = None  # plan.Plan, or None when it could not be read
+    # plan.Plan, or None when it could not be read
+    plan: typing.Optional[plan_mod.Plan] = None
     # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
-    sample: typing.Optional[dict] = None
-    ratio_source: object = None
-    isolation: typing.Optional[dict] = None  # isolation.report.status()
+    sample: typing.Optional[hostport.VcpuSample] = None
+    ratio_source: typing.Optional[str] = None
+    # isolation.report.status()
+    isolation: typing.Optional[dict[str, typing.Any]] = None
     # {'written', 'boot'} (Unix times; written 0: missing or unusable),
     # None when [nova_pinning] allocation_ratio stands in for the file
-    overcommit: typing.Optional[dict] = None
-    errors: list = dataclasses.field(default_factory=list)
+    overcommit: typing.Optional[dict[str, float]] = None
+    errors: list[str] = dataclasses.field(default_factory=list)
 
 
 # Interrupts and one-to-one CPUs (isolation.kernelwork.status): served at 0
@@ -101,7 +101,8 @@ KERNEL_WORK = (
 )
 
 
-def _kernel_work(iso):
+def _kernel_work(iso: typing.Mapping[str, typing.Any]
+                 ) -> typing.Iterator[core.GaugeMetricFamily]:
     for name, key, text in KERNEL_WORK:
         value = iso.get(key)
         if isinstance(value, str):  # a CPU set
@@ -117,7 +118,11 @@ def _kernel_work(iso):
         yield family
 
 
-def read_view(rec, conf, plan=None, isolation=True, settings=None):
+def read_view(rec: reconciler.Reconciler, conf: typing.Any,
+              plan: typing.Optional[plan_mod.Plan] = None,
+              isolation: bool = True,
+              settings: typing.Optional[settings_mod.HostSettings] = None
+              ) -> HostView:
     """A HostView of the live host through reconciler ``rec``: its plan
     (``plan``, e.g. the one a pass just applied, or read and planned now:
     no pass, no write), one sample of vCPU counters, the ratio's source,
@@ -148,7 +153,9 @@ def read_view(rec, conf, plan=None, isolation=True, settings=None):
     return view
 
 
-def overcommit_times(conf, settings):
+def overcommit_times(conf: typing.Any,
+                     settings: typing.Optional[settings_mod.HostSettings]
+                     ) -> typing.Optional[dict[str, float]]:
     """When the overcommit file was written (0: missing or unusable:
     ``settings`` None) and when the host booted, as Unix times; None when
     ``[nova_pinning] allocation_ratio`` stands in for the file. A file
@@ -156,35 +163,38 @@ def overcommit_times(conf, settings):
     stale."""
     if conf.nova_pinning.allocation_ratio is not None:
         return None
+    written = 0.0  # None (settings, or their time): unusable
     try:
-        written = datetime.datetime.fromisoformat(settings.written_at)
-        if written.tzinfo is None:
-            written = written.replace(tzinfo=datetime.timezone.utc)
-        written = written.timestamp()
-    except (AttributeError, TypeError, ValueError):  # None: unusable
+        if settings is not None and settings.written_at is not None:
+            stamp = datetime.datetime.fromisoformat(settings.written_at)
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+            written = stamp.timestamp()
+    except (AttributeError, TypeError, ValueError):  # unusable
         written = 0.0
     boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
     return {'written': written, 'boot': float(round(boot))}
 
 
-def _node_label(node):
+def _node_label(node: typing.Optional[int]) -> str:
     return 'none' if node is None else str(node)
 
 
 class _Collector:
 
-    def __init__(self, view, stats):
+    def __init__(self, view: HostView,
+                 stats: typing.Optional[passstats.PassStats]) -> None:
         self.view, self.stats = view, stats
 
-    def collect(self):
+    def collect(self) -> typing.Iterator[core.Metric]:
         yield from self._host()
         yield from self._guests()
         yield from self._isolation()
         yield from self._overcommit()
         if self.stats is not None:
-            yield from self._passes()
+            yield from self._passes(self.stats)
 
-    def _host(self):
+    def _host(self) -> typing.Iterator[core.Metric]:
         # Which release runs here, the Prometheus way (an ``_info``
         # series, always 1, the version as a label): joined on
         # ``instance`` to any other series, or counted by version over a
@@ -230,15 +240,15 @@ class _Collector:
         modes = core.GaugeMetricFamily(
             PREFIX + 'guests', 'Running guests by home node and binding '
             'mode.', labels=['node', 'mode'])
-        counts = {}
+        counts: dict[tuple[str, str], int] = {}
         for gp in p.guests:
             key = (_node_label(gp.home_node), gp.mode)
             counts[key] = counts.get(key, 0) + 1
-        for (node, mode), n in sorted(counts.items()):
-            modes.add_metric([node, mode], n)
+        for (label, mode), n in sorted(counts.items()):
+            modes.add_metric([label, mode], n)
         yield modes
 
-    def _guests(self):
+    def _guests(self) -> typing.Iterator[core.Metric]:
         p, sample = self.view.plan, self.view.sample
         plans = {gp.uuid: gp for gp in p.guests} if p else {}
         info = core.GaugeMetricFamily(
@@ -269,9 +279,9 @@ class _Collector:
             'waited for a host CPU (sum of vcpu_delay_seconds).',
             labels=labels[:3])
         for uuid, entry in sorted(sample.items()):
-            gp = plans.get(uuid)
+            planned = plans.get(uuid)
             base = [uuid, entry.get('name', ''),
-                    _node_label(gp.home_node if gp else None)]
+                    _node_label(planned.home_node if planned else None)]
             total_run = total_delay = 0
             for index, c in sorted(entry.get('vcpus', {}).items()):
                 run.add_metric(base + [str(index)], c['time'] / 1e9)
@@ -282,7 +292,7 @@ class _Collector:
             g_delay.add_metric(base, total_delay / 1e9)
         yield from (run, delay, g_run, g_delay)
 
-    def _isolation(self):
+    def _isolation(self) -> typing.Iterator[core.Metric]:
         iso = self.view.isolation
         if iso is None:  # not asked for (a unit test of another part)
             return
@@ -313,7 +323,7 @@ class _Collector:
             yield family
         yield from _kernel_work(iso)
 
-    def _overcommit(self):
+    def _overcommit(self) -> typing.Iterator[core.Metric]:
         oc = self.view.overcommit
         if oc is None:
             return
@@ -330,13 +340,13 @@ class _Collector:
         yield written
         yield boot
 
-    def _passes(self):
-        s = self.stats
+    def _passes(self, s: passstats.PassStats
+                ) -> typing.Iterator[core.Metric]:
         with s._lock:
             passes = core.CounterMetricFamily(
                 PREFIX + 'passes', 'Rebinding passes run in nova-compute, '
                 'by outcome.', labels=['outcome'])
-            for outcome in OUTCOMES:
+            for outcome in passstats.OUTCOMES:
                 passes.add_metric([outcome], s.passes[outcome])
             duration = core.SummaryMetricFamily(
                 PREFIX + 'pass_duration_seconds', 'Time passes took.',
@@ -375,7 +385,8 @@ class _Collector:
         yield from families
 
 
-def _emulator_threads(plans):
+def _emulator_threads(plans: typing.Mapping[str, plan_mod.GuestPlan]
+                      ) -> core.GaugeMetricFamily:
     """Where each managed guest's emulator and I/O threads may run
     (``cpus``) and why (``rule``, ``emuthreads``): 1 per guest."""
     family = core.GaugeMetricFamily(
@@ -391,13 +402,14 @@ def _emulator_threads(plans):
     return family
 
 
-def _vcpus(sample, uuid):
+def _vcpus(sample: typing.Optional[hostport.VcpuSample], uuid: str) -> int:
     if not sample or uuid not in sample:
         return 0
     return len(sample[uuid].get('vcpus', {}))
 
 
-def exposition(view, stats=None):
+def exposition(view: HostView,
+               stats: typing.Optional[passstats.PassStats] = None) -> str:
     """The Prometheus text exposition (str) of ``view`` and ``stats``."""
     registry = prom_registry.CollectorRegistry(auto_describe=False)
     registry.register(_Collector(view, stats))
@@ -414,17 +426,19 @@ class LiveCollector:
     the textfile written after the pass does; before the first pass, and
     for the exporter, the host is read and planned at each scrape."""
 
-    def __init__(self, rec, conf, stats=None):
+    def __init__(self, rec: reconciler.Reconciler, conf: typing.Any,
+                 stats: typing.Optional[passstats.PassStats] = None
+                 ) -> None:
         self.rec, self.conf, self.stats = rec, conf, stats
         self._lock = threading.Lock()
 
-    def collect(self):
+    def collect(self) -> typing.Iterator[core.Metric]:
         plan = self.stats.last_plan if self.stats is not None else None
         with self._lock:
             view = read_view(self.rec, self.conf, plan=plan)
         yield from _Collector(view, self.stats).collect()
 
-    def render(self):
+    def render(self) -> bytes:
         """The exposition (bytes) of one scrape."""
         registry = prom_registry.CollectorRegistry(auto_describe=False)
         registry.register(self)

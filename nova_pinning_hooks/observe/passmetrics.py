@@ -4,9 +4,13 @@ pass thread, the ``nova-pinning agent`` worker): its pass counters
 (``textfile``) and, when asked, its HTTP endpoint (``endpoint``).
 """
 
+import typing
+
 from nova_pinning_hooks.observe import endpoint as endpoint_mod
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.observe import textfile
+from nova_pinning_hooks.passes import hostport
+from nova_pinning_hooks.passes import reconciler
 
 
 class PassMetrics:
@@ -14,17 +18,20 @@ class PassMetrics:
     after each of its passes (``textfile.after_pass``) and, with ``listen``
     (``(address, port)``), its HTTP endpoint (``start_endpoint``)."""
 
-    def __init__(self, conf, log):
+    def __init__(self, conf: typing.Any, log: typing.Any) -> None:
         self.conf, self.log = conf, log
         self.stats = passstats.PassStats()
-        self.endpoint = None
+        self.endpoint: typing.Optional[endpoint_mod.Endpoint] = None
 
-    def after_pass(self, rec, result):
+    def after_pass(self, rec: reconciler.Reconciler,
+                   result: reconciler.PassResult) -> bool:
         """Never raises (see ``textfile.after_pass``)."""
         return textfile.after_pass(rec, self.conf, result, self.stats,
                                    self.log)
 
-    def start_endpoint(self, listen, connect=None):
+    def start_endpoint(self, listen: tuple[str, int],
+                       connect: typing.Optional[hostport.Connect] = None
+                       ) -> endpoint_mod.Endpoint:
         """Serve the metrics with these pass counters on ``listen``;
         raises ``OSError`` if it cannot be bound."""
         address, port = listen
@@ -40,7 +47,7 @@ class PassMetrics:
                       address, port)
         return self.endpoint
 
-    def close(self):
+    def close(self) -> None:
         endpoint, self.endpoint = self.endpoint, None
         if endpoint is not None:
             endpoint.close()

@@ -9,33 +9,45 @@ Invariants:
 * thread-safe: every change and every reading (``metrics``) holds the
   lock;
 * every outcome and every (result, kind) of pin changes is counted from
-  the start, at zero (``metrics.OUTCOMES``, ``CHANGE_RESULTS``,
-  ``CHANGE_KINDS``: the series served).
+  the start, at zero (``OUTCOMES``, ``CHANGE_RESULTS``, ``CHANGE_KINDS``:
+  the series ``metrics`` serves). A new ``plan.ChangeKind`` is a
+  series of its own without an edit here.
 """
 
 import threading
 import time
+import typing
 
-from nova_pinning_hooks.observe import metrics
+from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.passes import reconciler
+
+OUTCOMES = ('ok', 'failed', 'refused')
+# Every (result, kind) of pin_changes_total is served from the start, at
+# zero: a panel or an alert over a series that appears only after the
+# first change would say "No data" on a quiet host.
+CHANGE_RESULTS = ('applied', 'skipped')
+CHANGE_KINDS = tuple(kind.value for kind in plan_mod.ChangeKind)
 
 
 class PassStats:
     """Counters of the passes of one process (thread-safe)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.passes = dict.fromkeys(metrics.OUTCOMES, 0)
+        self.passes = dict.fromkeys(OUTCOMES, 0)
         self.seconds_sum = 0.0
         self.changes = {(result, kind): 0
-                        for result in metrics.CHANGE_RESULTS
-                        for kind in metrics.CHANGE_KINDS}
+                        for result in CHANGE_RESULTS
+                        for kind in CHANGE_KINDS}
         self.calls = {'read': 0, 'write': 0}
         self.polls = 0  # vCPU count polls (runtime.service)
-        self.last_timestamp = None
-        self.last_ok = None
-        self.last_plan = None  # of the last pass that planned
+        self.last_timestamp: typing.Optional[float] = None
+        self.last_ok: typing.Optional[bool] = None
+        # of the last pass that planned
+        self.last_plan: typing.Optional[plan_mod.Plan] = None
 
-    def record(self, result, now=None):
+    def record(self, result: reconciler.PassResult,
+               now: typing.Optional[float] = None) -> None:
         """Count a ``reconciler.PassResult``."""
         outcome = ('ok' if result.error is None else
                    'refused' if result.error_kind == 'input' else 'failed')
@@ -58,7 +70,7 @@ class PassStats:
             if result.plan is not None:
                 self.last_plan = result.plan
 
-    def record_poll(self, calls):
+    def record_poll(self, calls: typing.Mapping[str, int]) -> None:
         """Count a vCPU count poll and its libvirt calls (``{'read':
         n}``): a poll that finds nothing runs no pass, but its calls
         are the agent's steady cost, and are counted with the passes'."""

@@ -6,9 +6,13 @@ and which pCPUs are shared. Pure: returns text.
 """
 
 import string
+import typing
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import topology
 
 KEYS = string.ascii_lowercase + string.ascii_uppercase + string.digits
 MARK_NOT_POOL = '#'
@@ -27,13 +31,16 @@ _CONTROL.update({0x2028: '\\u2028', 0x2029: '\\u2029',
                  ord('\\'): '\\\\'})
 
 
-def printable(text):
+def printable(text: str) -> str:
     """``text`` for a table people read: control characters (and the
     backslash) escaped, so one name stays one cell of one row."""
     return text.translate(_CONTROL)
 
 
-def plan_table(p, host, guests, change_list=(), title=None):
+def plan_table(p: plan_mod.Plan, host: topology.HostTopology,
+               guests: typing.Iterable[guest_mod.Guest],
+               change_list: typing.Iterable[plan_mod.PinChange] = (),
+               title: typing.Optional[str] = None) -> str:
     """The plan as text; ``change_list`` marks guests whose pins differ."""
     lines = []
     if title:
@@ -59,12 +66,13 @@ def plan_table(p, host, guests, change_list=(), title=None):
     return '\n'.join(lines) + '\n'
 
 
-def _by_name(p):
+def _by_name(p: plan_mod.Plan) -> list[plan_mod.GuestPlan]:
     return sorted(p.guests, key=lambda gp: (gp.name, gp.uuid))
 
 
-def _keys(p):
-    keys, i = {}, 0
+def _keys(p: plan_mod.Plan) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    i = 0
     for gp in _by_name(p):
         if gp.mode == plan_mod.DEDICATED:
             keys[gp.uuid] = KEYS[i] if i < len(KEYS) else '*'
@@ -72,9 +80,10 @@ def _keys(p):
     return keys
 
 
-def _owners(p, keys, guests):
+def _owners(p: plan_mod.Plan, keys: typing.Mapping[str, str],
+            guests: typing.Iterable[guest_mod.Guest]) -> dict[int, str]:
     """pCPU -> mark: the one-to-one guest's key or a range mark."""
-    owner = {}
+    owner: dict[int, str] = {}
     for g in guests:
         if g.active and g.nova_placed:
             # Outside the pool: a one-CPU pin of nova's that stayed in
@@ -92,7 +101,7 @@ def _owners(p, keys, guests):
     return owner
 
 
-def _summary(p, host):
+def _summary(p: plan_mod.Plan, host: topology.HostTopology) -> str:
     allocatable = len(p.pool) * p.allocation_ratio
     return ('host: %d online pCPUs in %d NUMA node(s); guest pool %d pCPUs '
             '(%s); ratio %g; %d managed vCPUs of %g allocatable; '
@@ -102,7 +111,9 @@ def _summary(p, host):
                                allocatable, p.cross_node_vcpus))
 
 
-def _node(p, host, node_id, node, owner):
+def _node(p: plan_mod.Plan, host: topology.HostTopology, node_id: int,
+          node: topology.Node, owner: typing.Mapping[int, str]
+          ) -> list[str]:
     pool = p.pool_by_node.get(node_id, frozenset())
     v_n = p.node_vcpus.get(node_id, 0)
     modes = sorted({gp.mode for gp in p.guests
@@ -130,7 +141,9 @@ def _node(p, host, node_id, node, owner):
     return out
 
 
-def _grid(cores, threads, pool, owner):
+def _grid(cores: typing.Sequence[frozenset[int]], threads: int,
+          pool: typing.AbstractSet[int], owner: typing.Mapping[int, str]
+          ) -> list[str]:
     out = []
     for start in range(0, len(cores), COLUMNS):
         chunk = cores[start:start + COLUMNS]
@@ -151,14 +164,16 @@ def _grid(cores, threads, pool, owner):
     return out
 
 
-def _guest_rows(p, keys, change_list):
-    pending = {}
+def _guest_rows(p: plan_mod.Plan, keys: typing.Mapping[str, str],
+                change_list: typing.Iterable[plan_mod.PinChange]
+                ) -> list[str]:
+    pending: dict[str, int] = {}
     for c in change_list:
         if c.kind != plan_mod.ChangeKind.NUMA:
             pending[c.uuid] = pending.get(c.uuid, 0) + 1
     rows = [('key', 'guest', 'mode', 'home', 'vCPUs', 'pins', 'live',
              'rule: reason')]
-    apart = p.emulator_threads != 'guest'
+    apart = p.emulator_threads != emuthreads.GUEST
     for gp in _by_name(p):
         rows.append((
             keys.get(gp.uuid, RANGE_MARKS.get(gp.mode, '-')),
@@ -178,7 +193,7 @@ def _guest_rows(p, keys, change_list):
             r[-1] for r in rows]
 
 
-def pins_text(gp):
+def pins_text(gp: plan_mod.GuestPlan) -> str:
     if gp.mode == plan_mod.UNTOUCHED:
         return '-'
     if gp.mode == plan_mod.DEDICATED:
@@ -187,7 +202,7 @@ def pins_text(gp):
     return 'all:' + cpuset.format(gp.emulator_pin)
 
 
-def emulator_text(gp):
+def emulator_text(gp: plan_mod.GuestPlan) -> str:
     """Where a one-to-one guest's emulator and I/O threads run, after
     its vCPU pins (``emulator_threads = shared``); the other modes put
     them with the vCPUs, as ``all:`` says."""

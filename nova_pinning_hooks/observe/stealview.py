@@ -16,10 +16,12 @@ restarted during the sample); guests the sample saw but the plan did not
 """
 
 import dataclasses
+import typing
 
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import steal
 from nova_pinning_hooks.observe import render
+from nova_pinning_hooks.passes import hostport
 
 MARK = '!'
 PENDING = '*'  # after the mode: the pins in force are not the plan's yet
@@ -28,13 +30,17 @@ PENDING = '*'  # after the mode: the pins in force are not the plan's yet
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     wall_seconds: float
-    rates: dict  # uuid -> steal.GuestRate
-    nodes: list  # steal.NodeLoad
-    plans: dict  # uuid -> plan.GuestPlan
-    pending: frozenset = frozenset()  # uuids whose pins differ from plan
+    rates: dict[str, steal.GuestRate]  # uuid -> steal.GuestRate
+    nodes: list[steal.NodeLoad]
+    plans: dict[str, plan_mod.GuestPlan]  # uuid -> plan.GuestPlan
+    # uuids whose pins differ from plan
+    pending: frozenset[str] = frozenset()
 
 
-def measure(p, before, after, wall_seconds, changes=()):
+def measure(p: plan_mod.Plan, before: hostport.VcpuSample,
+            after: hostport.VcpuSample, wall_seconds: float,
+            changes: typing.Iterable[plan_mod.PinChange] = ()
+            ) -> Measurement:
     """The Measurement of plan ``p`` over samples ``before``/``after``
     (``virt.Host.vcpu_stats`` dicts) taken ``wall_seconds`` apart;
     ``changes``: the pin changes the plan still needs (marked)."""
@@ -53,11 +59,11 @@ def measure(p, before, after, wall_seconds, changes=()):
                        pending)
 
 
-def _pct(value):
+def _pct(value: typing.Optional[float]) -> str:
     return '-' if value is None else '%.1f' % value
 
 
-def node_lines(m):
+def node_lines(m: Measurement) -> list[str]:
     out = []
     for n in m.nodes:
         where = 'node %d' % n.node if n.node is not None else 'no home node'
@@ -71,7 +77,7 @@ def node_lines(m):
     return out
 
 
-def guest_rows(m, threshold):
+def guest_rows(m: Measurement, threshold: float) -> list[str]:
     rows = [('', 'guest', 'mode', 'home', 'pins', 'steal%', 'CPU%',
              'worst vCPU')]
     for r in steal.by_steal(m.rates):
@@ -95,7 +101,7 @@ def guest_rows(m, threshold):
                       ).rstrip() for row in rows]
 
 
-def lines(m, threshold):
+def lines(m: Measurement, threshold: float) -> list[str]:
     """The nodes, then the guests worst first (see the module doc)."""
     head = ('steal over %.2f s (host side: vCPU run delay / wall time; '
             '%s = at least %g %%%s)' % (
@@ -105,7 +111,7 @@ def lines(m, threshold):
     return [head] + node_lines(m) + [''] + guest_rows(m, threshold)
 
 
-def to_json(m):
+def to_json(m: Measurement) -> dict[str, typing.Any]:
     """{'interval_seconds', 'guests': {uuid: ...}, 'nodes': [...]}."""
     return {
         'interval_seconds': round(m.wall_seconds, 6),

@@ -12,11 +12,15 @@ Invariants:
   unaffected.
 """
 
+import typing
+
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.observe import metrics
+from nova_pinning_hooks.observe import passstats
+from nova_pinning_hooks.passes import reconciler
 
 
-def write_textfile(path, text):
+def write_textfile(path: str, text: str) -> None:
     """Replace ``path`` atomically with ``text``, mode 0644; raises
     ``OSError`` (``safefs.UnsafeFileError``) if it cannot be done
     safely. The directory must exist (node_exporter's)."""
@@ -24,7 +28,9 @@ def write_textfile(path, text):
                         create_dir=False)
 
 
-def after_pass(rec, conf, result, stats, log):
+def after_pass(rec: reconciler.Reconciler, conf: typing.Any,
+               result: reconciler.PassResult, stats: passstats.PassStats,
+               log: typing.Any) -> bool:
     """What nova-compute does after each pass: count it and, when
     ``[nova_pinning] metrics_textfile`` is set, write the textfile.
     Never raises: a failure is one logged warning, the pass unaffected.

@@ -11,7 +11,7 @@ from importlib import metadata
 DISTRIBUTION = 'nova-pinning-hooks'
 
 
-def version_string():
+def version_string() -> str:
     """``1.0.0``; ``unknown`` when the package runs uninstalled (from a
     source tree on ``PYTHONPATH``): no metadata says which it is."""
     try:

@@ -15,6 +15,7 @@ Invariants:
 
 import threading
 import time
+import typing
 
 from oslo_log import log as logging
 
@@ -31,7 +32,9 @@ class Coalescer:
     pass runs have a newer generation, so they get exactly one more pass.
     """
 
-    def __init__(self, run_fn, delay=0.2, name='nova-pinning-pass'):
+    def __init__(self, run_fn: typing.Callable[[], object],
+                 delay: float = 0.2,
+                 name: str = 'nova-pinning-pass') -> None:
         self._run_fn = run_fn
         self._delay = delay
         self._name = name
@@ -39,10 +42,11 @@ class Coalescer:
         self._requested = 0
         self._served = 0
         self._stopped = False
-        self._thread = None
+        self._thread: typing.Optional[threading.Thread] = None
         self.passes = 0
 
-    def request(self, reason='', wait=False, timeout=None):
+    def request(self, reason: str = '', wait: bool = False,
+                timeout: typing.Optional[float] = None) -> bool:
         """Ask for a pass. Returns True once queued (or, with ``wait``,
         once served); False if stopped or the wait timed out. Never
         raises."""
@@ -68,7 +72,7 @@ class Coalescer:
             LOG.exception('could not request a rebinding pass')
             return False
 
-    def _loop(self):
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 self._cond.wait_for(
@@ -88,7 +92,7 @@ class Coalescer:
                 self.passes += 1
                 self._cond.notify_all()
 
-    def stop(self, timeout=5.0):
+    def stop(self, timeout: float = 5.0) -> None:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()

@@ -18,22 +18,36 @@ Invariants:
 
 import typing
 
+from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.host import model as model_mod
+from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.host import virtwrite
 
 ApplyResult = virtwrite.ApplyResult
 
+# {uuid: {'name': name, 'vcpus': {index: {'time': ns, 'delay': ns}}}}
+VcpuSample = typing.Dict[str, typing.Dict[str, typing.Any]]
+# (monotonic time of the reading, the sample): ``vcpu_stats``
+VcpuStats = typing.Tuple[float, VcpuSample]
+
 
 class PassHost(typing.Protocol):
-    calls: typing.Mapping[str, int]
 
-    def read_snapshot(self, model=None) -> dict:
+    @property
+    def calls(self) -> typing.Mapping[str, int]:
+        """The libvirt calls made, by kind and by API name (read-only
+        here: ``virt.Host``'s is a ``collections.Counter``)."""
+
+    def read_snapshot(self, model: typing.Optional[model_mod.HostModel] = None
+                      ) -> typing.Dict[str, typing.Any]:
         """The live host as a snapshot dict (read what the model cannot
         vouch for)."""
 
-    def apply(self, changes) -> ApplyResult:
+    def apply(self, changes: typing.List[plan_mod.PinChange]
+              ) -> ApplyResult:
         """Write ``changes`` (``plan.PinChange``) live."""
 
-    def vcpu_stats(self) -> tuple:
+    def vcpu_stats(self) -> VcpuStats:
         """(monotonic time, {uuid: counters}) of every running guest."""
 
     def vcpu_counts(self) -> typing.Dict[str, int]:
@@ -42,11 +56,12 @@ class PassHost(typing.Protocol):
     def set_deadline(self, deadline: typing.Optional[float]) -> None:
         """Bound every later call by ``deadline`` (monotonic)."""
 
-    def watch(self, model, on_change) -> None:
+    def watch(self, model: model_mod.HostModel,
+              on_change: typing.Callable[[str], object]) -> None:
         """Follow libvirt's domain events into ``model``."""
 
     def close(self) -> None:
         """Close the connection (and unregister its events)."""
 
 
-Connect = typing.Callable[[str, typing.Any], PassHost]
+Connect = typing.Callable[[str, virt.HostOptions], PassHost]

@@ -25,6 +25,7 @@ import errno
 import fcntl
 import os
 import time
+import typing
 
 from nova_pinning_hooks.host import safefs
 
@@ -37,12 +38,12 @@ class LockTimeout(Exception):
 
 class PassLock:
 
-    def __init__(self, directory, timeout):
+    def __init__(self, directory: str, timeout: float) -> None:
         self.directory = directory
         self.timeout = timeout
-        self.fd = None
+        self.fd: typing.Optional[int] = None
 
-    def _open(self):
+    def _open(self) -> int:
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             return os.open(self.directory, flags)
@@ -56,7 +57,7 @@ class PassLock:
                     'is a link)' % self.directory) from None
             raise
 
-    def acquire(self):
+    def acquire(self) -> 'PassLock':
         fd = self._open()
         end = time.monotonic() + self.timeout
         try:
@@ -77,13 +78,13 @@ class PassLock:
         self.fd = fd
         return self
 
-    def release(self):
+    def release(self) -> None:
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)  # closing the description drops the flock
 
-    def __enter__(self):
+    def __enter__(self) -> 'PassLock':
         return self.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()

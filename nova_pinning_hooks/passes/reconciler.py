@@ -53,6 +53,7 @@ from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.engine import replan
 from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.host import libvirtapi
+from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import passlock
@@ -63,31 +64,39 @@ LOG = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class PassResult:
-    changes: list = dataclasses.field(default_factory=list)
-    applied: list = dataclasses.field(default_factory=list)
-    skipped: list = dataclasses.field(default_factory=list)
-    calls: dict = dataclasses.field(default_factory=dict)
-    error: object = None  # one-line message, or None
-    error_kind: object = None  # 'input' (refused) or 'failed'
-    plan: object = None
-    snapshot: object = None  # the validated snapshot.Snapshot
+    changes: typing.List[plan_mod.PinChange] = dataclasses.field(
+        default_factory=list)
+    applied: typing.List[plan_mod.PinChange] = dataclasses.field(
+        default_factory=list)
+    # (PinChange, or a guest's name, and why)
+    skipped: typing.List[typing.Tuple[
+        typing.Union[plan_mod.PinChange, str], str]] = dataclasses.field(
+            default_factory=list)
+    calls: typing.Dict[str, int] = dataclasses.field(default_factory=dict)
+    error: typing.Optional[str] = None  # one-line message, or None
+    # 'input' (refused) or 'failed'
+    error_kind: typing.Optional[str] = None
+    plan: typing.Optional[plan_mod.Plan] = None
+    # the validated snapshot.Snapshot
+    snapshot: typing.Optional[snapshot_mod.Snapshot] = None
     dry_run: bool = False
     release: bool = False  # the pass put guests back on every CPU
     seconds: float = 0.0
     compared: int = 0  # guests whose live pins were compared with the plan
-    settings: object = None  # the settings.HostSettings the pass read
+    # the settings.HostSettings the pass read
+    settings: typing.Optional[settings_mod.HostSettings] = None
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.error is None
 
     @property
-    def complete(self):
+    def complete(self) -> bool:
         """Every planned change was written (or none was needed)."""
         return self.error is None and not self.skipped
 
 
-def host_options(conf) -> virt.HostOptions:
+def host_options(conf: typing.Any) -> virt.HostOptions:
     """The connection's options, from ``[nova_pinning]``."""
     group = conf.nova_pinning
     return virt.HostOptions(**{f.name: getattr(group, f.name) for f in
@@ -105,25 +114,35 @@ def calls_since(host: typing.Optional[hostport.PassHost],
 
 RESYNC_SLACK = 1.0  # seconds a resync pass may come early, at most
 
+# What a plan was made from: (model generation, settings, overrides).
+_PlanKey = typing.Tuple[int, str, str]
+
 
 class Reconciler:
     """Runs passes against one libvirt connection, kept between passes."""
 
-    def __init__(self, conf, connect=None, model=None):
+    def __init__(self, conf: typing.Any,
+                 connect: typing.Optional[hostport.Connect] = None,
+                 model: typing.Optional[model_mod.HostModel] = None
+                 ) -> None:
         self._conf = conf
         self._connect = connect
-        self._host = None
+        self._host: typing.Optional[hostport.PassHost] = None
         self.model = model
-        self._next_resync = None
-        self._plan_key = None  # what the plan just made was made from
-        self._last = None  # (key, snapshot, plan) of the last complete pass
-        self._l3_ignored_logged = None
+        self._next_resync: typing.Optional[float] = None
+        # what the plan just made was made from
+        self._plan_key: typing.Optional[_PlanKey] = None
+        # (key, snapshot, plan) of the last complete pass
+        self._last: typing.Optional[typing.Tuple[
+            _PlanKey, snapshot_mod.Snapshot, plan_mod.Plan]] = None
+        self._l3_ignored_logged: typing.Optional[str] = None
         # With a model: domains parsed and planned again only as they
         # change (snapshot.Loader, replan.Planner).
         self._loader = snapshot_mod.Loader()
         self._planner = replan.Planner()
         self.compared = 0  # guests the last plan compared with live pins
-        self.settings = None  # settings.HostSettings of the last read
+        # settings.HostSettings of the last read
+        self.settings: typing.Optional[settings_mod.HostSettings] = None
 
     def _adapter(self) -> hostport.PassHost:
         if self._host is None:
@@ -136,7 +155,9 @@ class Reconciler:
         """The libvirt adapter (``virt.Host``) passes use."""
         return self._adapter()
 
-    def read(self, settings=None):
+    def read(self,
+             settings: typing.Optional[settings_mod.HostSettings] = None
+             ) -> typing.Dict[str, typing.Any]:
         """The live host as a snapshot dict (the ``snapshot`` command);
         ``settings`` (a ``settings.HostSettings``) read now if not given."""
         if self.model is None:
@@ -161,12 +182,15 @@ class Reconciler:
         raw.update(settings.snapshot_fields())
         return raw
 
-    def vcpu_stats(self):
+    def vcpu_stats(self) -> hostport.VcpuStats:
         """One reading of every running guest's vCPU counters
         (``virt.Host.vcpu_stats``): one libvirt call, no lock."""
         return self._adapter().vcpu_stats()
 
-    def plan(self, release=False, settings=None):
+    def plan(self, release: bool = False,
+             settings: typing.Optional[settings_mod.HostSettings] = None
+             ) -> typing.Tuple[snapshot_mod.Snapshot, plan_mod.Plan,
+                               typing.List[plan_mod.PinChange]]:
         """Read and plan without writing: (snapshot, plan, changes).
         ``release``: the plan that puts managed guests on every CPU;
         ``settings``: as ``read``."""
@@ -205,7 +229,8 @@ class Reconciler:
                                          enforced=snap.kernel_affinity,
                                          pairs=scope)
 
-    def run_pass(self, dry_run=False, log_errors=True, release=False):
+    def run_pass(self, dry_run: bool = False, log_errors: bool = True,
+                 release: bool = False) -> PassResult:
         """One pass under the host-wide lock. Never raises.
 
         ``log_errors=False`` leaves reporting a refused or failed pass to
@@ -247,7 +272,7 @@ class Reconciler:
             self._log(result)
         return result
 
-    def _pass(self, result, deadline):
+    def _pass(self, result: PassResult, deadline: float) -> None:
         host = self._adapter()
         before = dict(host.calls)
         host.set_deadline(deadline)
@@ -256,7 +281,7 @@ class Reconciler:
             result.snapshot, result.plan, result.changes = snap, p, changes
             result.settings = self.settings
             result.compared = self.compared
-            marked = set()  # guests to be read again next pass
+            marked: set[str] = set()  # guests to be read again next pass
             if changes and not result.dry_run:
                 outcome = host.apply(changes)
                 result.applied = list(outcome.applied)
@@ -290,7 +315,7 @@ class Reconciler:
             host.set_deadline(None)
             result.calls = calls_since(host, before)
 
-    def _log(self, result):
+    def _log(self, result: PassResult) -> None:
         if result.error and result.plan is None:
             return
         LOG.info('rebinding pass%s: %d guests, %d compared, %d changes, '
@@ -301,7 +326,7 @@ class Reconciler:
                  len(result.skipped), result.calls.get('read', 0),
                  result.calls.get('write', 0), result.seconds)
 
-    def close(self):
+    def close(self) -> None:
         host, self._host = self._host, None
         if host is not None:
             host.close()

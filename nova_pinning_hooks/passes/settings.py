@@ -43,7 +43,8 @@ class HostSettings:
     dedicated_cpus: typing.Optional[str] = None
     written_at: typing.Optional[str] = None
 
-    def snapshot_fields(self) -> dict:
+    def snapshot_fields(self) -> typing.Dict[
+            str, typing.Union[float, str, None]]:
         """The snapshot's keys these settings fill."""
         return {'allocation_ratio': self.allocation_ratio,
                 'ratio_source': self.ratio_source,
@@ -61,7 +62,7 @@ class HostSettings:
         return self.shared_cpus, self.dedicated_cpus
 
 
-def load(conf) -> HostSettings:
+def load(conf: typing.Any) -> HostSettings:
     """Ratio and CPU sets for a pass, from ``conf`` (``[nova_pinning]``).
 
     ``allocation_ratio`` wins when set; otherwise the overcommit file
@@ -88,7 +89,7 @@ def load(conf) -> HostSettings:
                         written_at=info.written_at)
 
 
-def policy_overrides(conf) -> dict:
+def policy_overrides(conf: typing.Any) -> typing.Dict[str, typing.Any]:
     """The policy's options that come from configuration, not from the
     snapshot: every ``policy.Options`` field outside ``FROM_SNAPSHOT``,
     read from the ``[nova_pinning]`` option of its name. A field added to

@@ -58,6 +58,7 @@ Invariants:
 import collections
 import threading
 import time
+import typing
 
 from oslo_log import log as logging
 
@@ -65,6 +66,7 @@ from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.observe import passmetrics
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
+from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
 
 LOG = logging.getLogger(__name__)
@@ -80,10 +82,16 @@ class BindingService:
     ``init_host``); ``interval``/``timer_reason``: the timed request
     (default: ``resync_interval``, "resync")."""
 
-    def __init__(self, conf, connect=None, events=True, event_loop=True,
-                 defer_events=False, before_pass=None, interval=None,
-                 timer_reason='resync', start_reason='agent start',
-                 name='nova-pinning-agent-pass'):
+    def __init__(self, conf: typing.Any,
+                 connect: typing.Optional[hostport.Connect] = None,
+                 events: bool = True, event_loop: bool = True,
+                 defer_events: bool = False,
+                 before_pass: typing.Optional[typing.Callable[
+                     [], typing.Optional[reconciler.PassResult]]] = None,
+                 interval: typing.Optional[float] = None,
+                 timer_reason: str = 'resync',
+                 start_reason: str = 'agent start',
+                 name: str = 'nova-pinning-agent-pass') -> None:
         group = conf.nova_pinning
         self.conf = conf
         self.model = model_mod.HostModel()
@@ -102,17 +110,20 @@ class BindingService:
         self.poll_interval = group.vcpu_poll_interval
         self.events_wanted = False
         self.watching = False
-        self._vcpu_counts = None  # {uuid: count} of the last poll
+        # {uuid: count} of the last poll
+        self._vcpu_counts: typing.Optional[dict[str, int]] = None
         self._poll_due = False
         self._other_requests = 0
         self._requests_lock = threading.Lock()
         self.stopped = threading.Event()
-        self.last_result = None
+        self.last_result: typing.Optional[reconciler.PassResult] = None
         self.pass_metrics = passmetrics.PassMetrics(conf, LOG)
         # (monotonic time, host, reason) of recent requests: diagnostics.
-        self.requests = collections.deque(maxlen=RECENT_REQUESTS)
+        self.requests: collections.deque[
+            tuple[float, typing.Optional[str], str]] = collections.deque(
+                maxlen=RECENT_REQUESTS)
 
-    def start(self):
+    def start(self) -> None:
         """Serve in the background: events (now, unless deferred), the
         first pass, the vCPU poll and the timer; returns at once. A
         libvirtd that is down now is retried by the passes (each opens
@@ -135,28 +146,29 @@ class BindingService:
                 threading.Thread(target=loop, daemon=True,
                                  name='nova-pinning-%s' % name).start()
 
-    def want_events(self):
+    def want_events(self) -> None:
         """nova's event loop runs now: the next pass registers ours."""
         if self.events and self.defer_events:
             self.events_wanted = True
 
-    def request(self, reason, host=None):
+    def request(self, reason: str,
+                host: typing.Optional[str] = None) -> bool:
         """Queue a pass; returns at once (safe on libvirt's thread)."""
         self.requests.append((time.monotonic(), host, reason))
         with self._requests_lock:
             self._other_requests += 1
         return self.coalescer.request(reason)
 
-    def _timer(self):
+    def _timer(self) -> None:
         while not self.stopped.wait(self.interval):
             self.request(self.timer_reason)
 
-    def _poll(self):
+    def _poll(self) -> None:
         while not self.stopped.wait(self.poll_interval):
             self._poll_due = True
             self.coalescer.request('vCPU count poll')
 
-    def _watch(self):
+    def _watch(self) -> None:
         """On the pass thread: our events on a fresh connection, now that
         nova's driver registered and runs libvirt's event loop."""
         self.watching = True  # once, whatever happens
@@ -168,9 +180,10 @@ class BindingService:
                         '(%s: %s); requests and timed passes only',
                         type(exc).__name__, exc)
 
-    def _vcpus_changed(self):
+    def _vcpus_changed(self) -> bool:
         """On the pass thread: mark guests whose vCPU count changed."""
-        host, before_calls = None, {}
+        host: typing.Optional[hostport.PassHost] = None
+        before_calls: dict[str, int] = {}
         try:
             host = self.reconciler.host()
             before_calls = dict(host.calls)
@@ -192,7 +205,7 @@ class BindingService:
             self.model.mark(uuid)
         return bool(changed)
 
-    def _run_pass(self):
+    def _run_pass(self) -> None:
         with self._requests_lock:
             others, self._other_requests = self._other_requests, 0
         if self._poll_due:
@@ -210,7 +223,8 @@ class BindingService:
         self.last_result = result
         self.pass_metrics.after_pass(self.reconciler, result)
 
-    def run(self, stop=None, requests=None):
+    def run(self, stop: typing.Optional[threading.Event] = None,
+            requests: typing.Optional[typing.TextIO] = None) -> None:
         """Start, then serve until ``stop`` is set (or ``requests``
         ends)."""
         stop = stop or self.stopped
@@ -226,7 +240,8 @@ class BindingService:
         finally:
             self.stop()
 
-    def _read_requests(self, stream, stop):
+    def _read_requests(self, stream: typing.TextIO,
+                       stop: threading.Event) -> None:
         try:
             while True:
                 # Bounded: a line longer than this is read as several
@@ -241,7 +256,7 @@ class BindingService:
         LOG.info('request stream ended (nova-compute gone): stopping')
         stop.set()
 
-    def stop(self, timeout=10.0):
+    def stop(self, timeout: float = 10.0) -> None:
         self.stopped.set()
         self.coalescer.stop(timeout)
         self.pass_metrics.close()

@@ -104,7 +104,9 @@ report = {'mode': mode, 'imported': imported,
           'native_threading': hasattr(monkey_patch, 'poison_eventlet'),
           'eventlet_loaded': 'eventlet' in sys.modules,
           'eventlet_patched': runtime.eventlet_patched()}
-a = activation.current()
+# The runtime activate made, as tests/fixtures.py's current_runtime reads
+# it (the checkout, and so tests.fixtures, is on the path only with fake).
+a = activation._RUNTIME
 report['active'] = a is not None
 if a is None:
     print(json.dumps(report))

@@ -42,8 +42,9 @@ from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import hooks
-from nova_pinning_hooks.nova import migration
 from nova_pinning_hooks.host import overcommitfile
+from tests.fixtures import current_runtime
+from tests.fixtures import uninstall_migration_filter
 
 CONF = nova_conf.CONF
 A, B = 'compute1', 'compute2'
@@ -215,7 +216,7 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         from nova.virt.libvirt import driver
         hookpoints.uninstall(manager.ComputeManager, 'bind_numa_affinity')
         hookpoints.uninstall(driver.LibvirtDriver, activation.RATIO_HOOK)
-        migration.uninstall()
+        uninstall_migration_filter()
         hooks.reset()
 
     # -- the migrate stub: nova's, recording the destination XML --------
@@ -504,7 +505,7 @@ class TestSwitchedOff(OperationsTestBase):
         self.assertFalse([n for n, v in vars(manager.ComputeManager).items()
                           if getattr(v, hookpoints.MARK, None) ==
                           CONF.nova_pinning.hook_name])
-        self.assertIsNone(activation.current())
+        self.assertIsNone(current_runtime())
 
     def test_no_pin_of_ours_leaves_the_guest(self):
         small = self.flavors[0]['id']

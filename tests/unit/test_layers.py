@@ -17,6 +17,11 @@ same way). The rules, as each layer's ``__init__.py`` states them:
 * nothing imports eventlet;
 * no import runs from a lower layer to a higher one, and every module
   lives in a layer.
+
+The unit tests follow the same order: ``tests/unit/<layer>/`` holds the
+tests of that layer, and a module there imports from the package only
+its own layer, the layers below it and ``conf`` (see
+``test_unit_tests_import_no_higher_layer``).
 """
 
 import ast
@@ -26,6 +31,8 @@ import testtools
 
 PACKAGE = os.path.join(os.path.dirname(__file__), '..', '..',
                        'nova_pinning_hooks')
+# The unit tests, one folder per layer (tests/unit/<layer>/).
+UNIT_TESTS = os.path.dirname(os.path.abspath(__file__))
 # Bottom up; a module may import its own layer and those before it.
 # Layers in one tuple share a rank and do not import each other.
 LAYERS = (('engine',), ('host',), ('passes', 'isolation'),
@@ -82,6 +89,18 @@ def ours(names):
     return {n[len(prefix):] for n in names if n.startswith(prefix)}
 
 
+def unit_test_modules():
+    """(path relative to tests/unit, its layer, path) of every module
+    under tests/unit/<layer>/, for each layer that has such a folder."""
+    for layer in sorted(RANK):
+        top = os.path.join(UNIT_TESTS, layer)
+        for root, _, files in os.walk(top):
+            for name in sorted(files):
+                if name.endswith('.py'):
+                    path = os.path.join(root, name)
+                    yield os.path.relpath(path, UNIT_TESTS), layer, path
+
+
 def kernel_paths(path):
     """String constants of the module that name /proc or /sys."""
     with open(path, encoding='utf-8') as f:
@@ -109,6 +128,44 @@ class TestLayers(testtools.TestCase):
                 if RANK[other] >= RANK.get(layer, -1):
                     wrong.append('%s (%s) imports %s (%s)' % (
                         rel, layer, target, other))
+        self.assertEqual([], wrong)
+
+    def test_unit_tests_import_no_higher_layer(self):
+        """A test module under tests/unit/<layer>/ (helpers there too)
+        imports from the package only its own layer, the layers below
+        it, and ``conf``: the options, which the tests of every layer
+        register on their own ``ConfigOpts``. Helpers outside these
+        folders (tests/fixtures.py, tests/unit/scrape.py, the fakes) are
+        not checked here; a test of a higher layer's code lives in that
+        layer's folder."""
+        found = list(unit_test_modules())
+        # Not vacuous: every layer but conf has its folder of tests.
+        self.assertEqual(set(RANK) - {'conf'},
+                         {layer for _, layer, _ in found})
+        wrong = []
+        for rel, layer, path in found:
+            for target in sorted(ours(imported(path))):
+                other = layer_of(target)
+                if other in (None, layer, 'conf'):
+                    continue
+                if RANK[other] >= RANK[layer]:
+                    wrong.append('%s (%s) imports %s (%s)' % (
+                        rel, layer, target, other))
+        self.assertEqual([], wrong)
+
+    def test_the_kernels_work_never_imports_the_agent_above_it(self):
+        # isolation/kernel/ (pinmap, interrupts, workqueue, irqbalance)
+        # is a room below the isolation agent: it imports engine, host
+        # and itself; isolation/ imports it, never the other way.
+        kernel = [(rel, path) for rel, _, path in modules()
+                  if rel.startswith('isolation.kernel.')]
+        self.assertGreaterEqual(len(kernel), 4)
+        wrong = sorted(
+            '%s imports %s' % (rel, target)
+            for rel, path in kernel
+            for target in ours(imported(path))
+            if target.startswith('isolation')
+            and not target.startswith('isolation.kernel'))
         self.assertEqual([], wrong)
 
     def test_the_engine_is_pure(self):

@@ -45,7 +45,7 @@ def main(argv):
            'workqueue': _read('/sys/devices/virtual/workqueue/cpumask')}
     if argv[1:] == ['banned']:
         from nova_pinning_hooks.engine import cpuset
-        from nova_pinning_hooks.isolation import irqbalance
+        from nova_pinning_hooks.isolation.kernel import irqbalance
         p = irqbalance.find()
         out['banned'] = None if p is None else cpuset.format(
             irqbalance.banned(irqbalance.socket_path(p.pid)))

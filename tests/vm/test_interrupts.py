@@ -17,8 +17,8 @@ directory on the machine running the tests) when it is set.
 import json
 import os
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
-from nova_pinning_hooks.isolation import cpumask
 from tests.vm import base
 
 IRQPROBE = '/root/nph/tests/vm/irqprobe.py'

@@ -27,9 +27,9 @@ import testtools
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import cpuset
-from nova_pinning_hooks.isolation import isolator
+from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import restore
 from tests.functional import base

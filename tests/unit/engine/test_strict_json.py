@@ -1,14 +1,9 @@
-"""``strict.loads_json``: the one JSON reader, and the state files that
-use it."""
+"""``strict.loads_json``: the one JSON reader (the state files that use
+it: tests/unit/isolation/test_strict_json.py)."""
 
-import os
-
-import fixtures
 import testtools
 
 from nova_pinning_hooks.engine import strict
-from nova_pinning_hooks.isolation import state
-from nova_pinning_hooks.host import overcommitfile
 
 
 class TestLoadsJson(testtools.TestCase):
@@ -57,20 +52,3 @@ class TestLoadsJson(testtools.TestCase):
                 (b'{"\xc3\xa9": 9223372036854775807}',
                  {'\u00e9': 2 ** 63 - 1})]:
             self.assertEqual(value, strict.loads_json(text, 'doc', 1 << 20))
-
-
-class TestStateFiles(testtools.TestCase):
-    """The overcommit file and the isolation state refuse the same."""
-
-    def test_each(self):
-        tmp = self.useFixture(fixtures.TempDir()).path
-        path = os.path.join(tmp, 'f.json')
-        for text in ('{"version": 1, "version": 1, "allocation_ratio": 4}',
-                     '{"version": 1, "allocation_ratio": NaN}',
-                     '{"version": 1, "x": ' + '[' * 50 + ']' * 50 + '}'):
-            with open(path, 'w') as f:
-                f.write(text)
-            os.chmod(path, 0o600)
-            self.assertRaises(overcommitfile.OvercommitError,
-                              overcommitfile.read, path)
-            self.assertRaises(state.StateError, state.load, path)

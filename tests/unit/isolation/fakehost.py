@@ -29,7 +29,7 @@ import threading
 
 import fixtures
 
-from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.host import procfs
 
 V1 = 'nova_pinning_hooks.isolation.cgroupv1.'
 ISO = 'nova_pinning_hooks.isolation.'
@@ -96,9 +96,9 @@ class FakeHost(fixtures.Fixture):
         self.reject_workqueue = False
         self.irq_writes = []          # (irq, text)
         self.useFixture(fixtures.MonkeyPatch(
-            ISO + 'interrupts._write', self._write_irq))
+            ISO + 'kernel.interrupts._write', self._write_irq))
         self.useFixture(fixtures.MonkeyPatch(
-            ISO + 'workqueue._write', self._write_workqueue))
+            ISO + 'kernel.workqueue._write', self._write_workqueue))
         self._sync()
 
     # -- the kernel -------------------------------------------------------
@@ -266,7 +266,7 @@ class FakeHost(fixtures.Fixture):
 
     def _write_workqueue(self, path, value):
         from nova_pinning_hooks.engine import cpuset
-        from nova_pinning_hooks.isolation import cpumask
+        from nova_pinning_hooks.engine import cpumask
         self._inside(path)
         if self.reject_workqueue or not cpumask.parse(value) & \
                 cpuset.parse(self.cpus):
@@ -315,7 +315,7 @@ class FakeIrqbalance:
 
     def _serve(self):
         from nova_pinning_hooks.engine import cpuset
-        from nova_pinning_hooks.isolation import cpumask
+        from nova_pinning_hooks.engine import cpumask
         while self.running:
             try:
                 conn, _ = self.sock.accept()

@@ -2,8 +2,8 @@
 
 import os
 
+from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import classify
-from nova_pinning_hooks.isolation import procfs
 from tests.unit.isolation import base
 from tests.unit.isolation import fakehost
 

@@ -1,5 +1,7 @@
 """Interrupts, the unbound workqueue mask and irqbalance following the
-one-to-one CPUs, on the fake host (4 CPUs, CPU 0 reserved)."""
+one-to-one CPUs, on the fake host (4 CPUs, CPU 0 reserved). As the
+command prints them: tests/unit/cmd/test_isolate.py; as metrics:
+tests/unit/observe/test_kernelwork.py."""
 
 import errno
 import json
@@ -7,13 +9,12 @@ import logging
 
 import fixtures
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
-from nova_pinning_hooks.isolation import cpumask
-from nova_pinning_hooks.isolation import interrupts
-from nova_pinning_hooks.isolation import pinmap
-from nova_pinning_hooks.isolation import kernelwork
-from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation.kernel import interrupts
+from nova_pinning_hooks.isolation.kernel import irqbalance
+from nova_pinning_hooks.isolation.kernel import pinmap
 from tests.unit.isolation import base
 
 S = cpuset.parse
@@ -157,7 +158,7 @@ class TestInterrupts(PinsCase):
             seen.append(irq in self.recorded()['interrupts']['moved'])
             write(path, value)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.isolation.interrupts._write', spy))
+            'nova_pinning_hooks.isolation.kernel.interrupts._write', spy))
         self.isolator().apply()
         self.assertEqual([True] * 5, seen)  # 24-27 and the managed 28
 
@@ -186,7 +187,8 @@ class TestInterrupts(PinsCase):
                 raise OSError(errno.EINVAL, 'Invalid argument')
             write(path, value)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.isolation.interrupts._write', refuse_25))
+            'nova_pinning_hooks.isolation.kernel.interrupts._write',
+            refuse_25))
         self.isolator().apply()
         st = self.recorded()
         self.assertNotIn('25', st['interrupts']['moved'])
@@ -307,12 +309,60 @@ class TestIrqbalance(PinsCase):
         iso.apply()
         warned = self.lines('cannot tell irqbalance')
         self.assertEqual(1, len(warned), self.log.output)
-        # The agent keeps the interrupts off alone; not retried each pass.
+        # The agent keeps the interrupts off alone; not retried each pass,
+        # nor later: no socket is not a busy irqbalance.
         self.assertEqual('0-1', self.host.irq_cpus(24))
+        self.assertNotIn('retry_at', self.recorded()['irqbalance'])
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.kernel.irqbalance.clock',
+            lambda: 1e10))
         iso.follow_pins()
         self.assertEqual(1, len(self.lines('cannot tell irqbalance')))
         self.assertEqual((), self.undo().failures)
         self.assertEqual('0-3', self.host.irq_cpus(24))
+
+    def test_a_timeout_is_tried_again_later(self):
+        # irqbalance busy rescanning on a loaded host: the message times
+        # out; it is told again after RETRY_FIRST s, then twice as long.
+        fake = self.host.irqbalance()
+        now = [1000.0]
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.kernel.irqbalance.clock',
+            lambda: now[0]))
+        real_tell = irqbalance.tell
+        busy = [2]
+
+        def tell(path, cpus, timeout=irqbalance.TIMEOUT):
+            if busy[0]:
+                busy[0] -= 1
+                raise TimeoutError('timed out')
+            real_tell(path, cpus, timeout)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.kernel.irqbalance.tell', tell))
+        self.one_to_one_guest()
+        iso = self.isolator()
+        iso.apply()
+        self.assertEqual(['setup'], fake.heard(1))
+        rec = self.recorded()['irqbalance']
+        self.assertEqual(('2-3', 1030.0, 1),
+                         (rec['failed'], rec['retry_at'], rec['retries']))
+        self.assertEqual(1, len(self.lines('tried again in 30 s')))
+        now[0] = 1029.0
+        iso.follow_pins()   # not yet
+        self.assertEqual(1, len(self.lines('cannot tell irqbalance')))
+        now[0] = 1030.0
+        iso.follow_pins()   # due: times out again, waits twice as long
+        rec = self.recorded()['irqbalance']
+        self.assertEqual((1090.0, 2), (rec['retry_at'], rec['retries']))
+        self.assertEqual(1, len(self.lines('tried again in 60 s')))
+        now[0] = 1090.0
+        iso.follow_pins()   # irqbalance answers now
+        self.assertEqual('settings cpus 2-3', fake.heard(2)[-1])
+        self.assertEqual(S('2-3'), fake.banned)
+        self.assertEqual({'pid': 700, 'start': 100, 'original': '',
+                          'told': '2-3'}, self.recorded()['irqbalance'])
+        self.assertEqual((), self.undo().failures)
+        self.assertEqual('settings cpus NULL', fake.heard(3)[-1])
 
     def test_a_restarted_irqbalance_is_told_again(self):
         fake = self.host.irqbalance()
@@ -327,29 +377,8 @@ class TestIrqbalance(PinsCase):
 
 
 class TestStatus(PinsCase):
-
-    def test_counts_interrupts_on_one_to_one_cpus(self):
-        self.one_to_one_guest()
-        self.host.interrupts({24: {0: 10}, 28: {2: 100}})
-        self.isolator().apply()
-        kernelwork._LAST.clear()
-        self.addCleanup(kernelwork._LAST.clear)
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.isolation.kernelwork._sleep', lambda s:
-            self.host.interrupts({24: {0: 20}, 28: {2: 150, 3: 1}})))
-        st = report.status(self.conf, self.host.paths)
-        self.assertEqual('2-3', st['one_to_one_cpus'])
-        self.assertEqual({'28': 51}, st['irqs_firing_on_one_to_one'])
-        self.assertEqual((4, 1, 1), (st['irqs_moved'], st['irqs_refused'],
-                                     st['irqs_on_one_to_one']))
-        self.assertEqual('0-1', st['workqueue_cpus'])
-        from nova_pinning_hooks.cmd import isolate
-        text = isolate.status_text(st)
-        self.assertIn('one-to-one CPUs: 2-3\n', text)
-        self.assertIn('interrupts: 4 moved, 1 refused by the kernel, 1 '
-                      'still allowed on one-to-one CPUs\n', text)
-        self.assertIn('interrupts firing on one-to-one CPUs in ', text)
-        self.assertIn(': 1 (28: 51)\n', text)
+    """The recorded state of the kernel work (the status as the command
+    prints it: tests/unit/cmd/test_isolate.py)."""
 
     def test_bad_state_entries_are_refused(self):
         self.one_to_one_guest()
@@ -366,32 +395,3 @@ class TestStatus(PinsCase):
             with open(self.state_file, 'w') as f:
                 json.dump(bad, f)
             self.assertRaises(state.StateError, state.load, self.state_file)
-
-
-class TestMetrics(base.testtools.TestCase):
-
-    def test_gauges(self):
-        from nova_pinning_hooks.observe import metrics
-        from nova_pinning_hooks.observe import passstats
-        from tests.unit.observe.test_metrics import value
-        text = metrics.exposition(metrics.HostView(isolation={
-            'state': 'applied', 'mode': 'v1', 'one_to_one_cpus': '4-5',
-            'irqs_moved': 7, 'irqs_refused': 2, 'irqs_on_one_to_one': 2,
-            'irqs_firing_on_one_to_one': {'40': 3}}), passstats.PassStats())
-        for name, expected in (('one_to_one_cpus', 2), ('irqs_moved', 7),
-                               ('irqs_unmovable', 2),
-                               ('irqs_on_one_to_one', 2),
-                               ('irqs_firing_on_one_to_one', 1)):
-            self.assertEqual(expected, value(
-                text, 'nova_pinning_isolation_' + name), name)
-        # Served at zero where isolation is not configured.
-        text = metrics.exposition(metrics.HostView(isolation={
-            'state': 'not configured'}), passstats.PassStats())
-        for name, _ in KERNEL_NAMES:
-            self.assertEqual(0, value(text, 'nova_pinning_isolation_' +
-                                      name), name)
-
-
-KERNEL_NAMES = (('one_to_one_cpus', 0), ('irqs_moved', 0),
-                ('irqs_unmovable', 0), ('irqs_on_one_to_one', 0),
-                ('irqs_firing_on_one_to_one', 0))

@@ -26,10 +26,10 @@ import fixtures
 import jeepney
 import testtools
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
-from nova_pinning_hooks.isolation import cpumask
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import systemdbus
 from tests.unit.isolation import test_systemd

@@ -6,9 +6,9 @@ import time
 
 import fixtures
 
+from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import pidwatch
-from nova_pinning_hooks.isolation import procfs
 from tests.unit.isolation import base
 
 GROUP = '/nova-pinning-host'

@@ -10,7 +10,6 @@ from unittest import mock
 
 import fixtures
 from oslo_config import cfg
-from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
@@ -24,24 +23,10 @@ from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.passes import settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import FakeNovaLibvirtFixture
-from tests.fixtures import register_nova_options
+from tests.fixtures import current_runtime
 from tests.unit import hosts
 from tests.unit.nova.test_hooks import FakeManager
-
-
-def nova_like_conf(test, **pinning):
-    """A ConfigOpts with the nova options the agent reads."""
-    conf = cfg.ConfigOpts()
-    register_nova_options(conf)
-    conf_mod.register_opts(conf)
-    cf = test.useFixture(config_fixture.Config(conf))
-    tmp = test.useFixture(fixtures.TempDir()).path
-    values = dict(lock_path=tmp, overcommit_file=tmp + '/oc.json',
-                  coalesce_delay=0, periodic_interval=0)
-    values.update(pinning)
-    cf.config(group='nova_pinning', **values)
-    conf([], default_config_files=[])
-    return conf
+from tests.unit.novaconf import nova_like_conf
 
 
 class AgentTestCase(testtools.TestCase):
@@ -324,7 +309,7 @@ class TestNotifierSwitch(AgentTestCase):
         with mock.patch.object(activation, 'in_nova_compute',
                                return_value=False):
             notifier.ActivationDriver(conf, topics=['n'], transport=None)
-        self.assertIsNone(activation.current())
+        self.assertIsNone(current_runtime())
 
     def test_activation_failure_never_reaches_nova(self):
         conf = nova_like_conf(self)

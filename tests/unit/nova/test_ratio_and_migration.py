@@ -8,10 +8,11 @@ from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import migration
 from nova_pinning_hooks.host import overcommitfile
+from tests.fixtures import uninstall_migration_filter
 from tests.unit.nova.test_agent import AgentTestCase
-from tests.unit.nova.test_agent import nova_like_conf
 from tests.unit.engine.test_migratexml import NOVA_GUEST
 from tests.unit.engine.test_migratexml import NUMA
+from tests.unit.novaconf import nova_like_conf
 
 
 class FakeTree:
@@ -135,7 +136,7 @@ class TestMigrationFilter(AgentTestCase):
         self.assertEqual(NUMA, self.module.get_updated_guest_xml())
         self.xml = '<not xml'
         self.assertEqual('<not xml', self.module.get_updated_guest_xml())
-        migration.uninstall(self.module, self.driver_cls)
+        uninstall_migration_filter(self.module, self.driver_cls)
         self.xml = NOVA_GUEST
         self.assertIn('vcpupin', self.module.get_updated_guest_xml())
 
@@ -154,7 +155,7 @@ class TestMigrationFilter(AgentTestCase):
         self.assertEqual(NUMA, driver._get_existing_domain_xml('i', 'n'))
         self.xml = '<not xml'
         self.assertEqual('<not xml', driver._get_existing_domain_xml('i', 'n'))
-        migration.uninstall(self.module, self.driver_cls)
+        uninstall_migration_filter(self.module, self.driver_cls)
         self.xml = NOVA_GUEST
         self.assertIn('vcpupin', driver._get_existing_domain_xml('i', 'n'))
 

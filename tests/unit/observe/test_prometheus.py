@@ -1,8 +1,8 @@
 """The shipped Prometheus files, checked by Debian's promtool (package
 ``prometheus``, installed by tools/setup-host.sh): the configuration and
 the rules pass ``promtool check``, every alert has ``promtool test
-rules`` cases, and every dashboard query parses and names only series
-the package exports."""
+rules`` cases, and every dashboard query parses (and names only series
+the package exports: tests/unit/nova/test_prometheus.py)."""
 
 import os
 import shutil
@@ -12,16 +12,7 @@ import fixtures
 import testtools
 import yaml
 
-from prometheus_client import parser
-
-from nova_pinning_hooks.nova import runtime
-from nova_pinning_hooks.observe import metrics
-from nova_pinning_hooks.observe import passstats
-from nova_pinning_hooks.passes import reconciler
-from tests.fixtures import FakeLibvirtFixture
 from tests import promql
-from tests.unit import hosts
-from tests.unit.nova.test_agent import nova_like_conf
 
 PROMTOOL = shutil.which('promtool') or '/usr/bin/promtool'
 
@@ -101,46 +92,3 @@ class TestPromtool(testtools.TestCase):
             yaml.safe_dump(rules, f)
         proc = promtool('check', 'rules', path)
         self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
-
-
-class TestDashboardSeries(testtools.TestCase):
-
-    def exported(self):
-        """Every sample name the package can export: a host with a guest,
-        the overcommit file, isolation under both backends, passes."""
-        fake = self.useFixture(
-            FakeLibvirtFixture(hosts.load('small-1node'))).host
-        fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
-        conf = nova_like_conf(self)
-        a = runtime.Runtime(conf, out_of_process=False)
-        self.addCleanup(a.stop)
-        self.assertTrue(a.ratio_file.write(2.0))
-        rec = reconciler.Reconciler(conf)
-        self.addCleanup(rec.close)
-        stats = passstats.PassStats()
-        stats.record(rec.run_pass())
-        names = set()
-        for mode in ('v1', 'systemd'):
-            view = metrics.read_view(rec, conf, isolation=False)
-            self.assertEqual([], view.errors)
-            view.isolation = {'state': 'applied', 'mode': mode}
-            text = metrics.exposition(view, stats)
-            for family in parser.text_string_to_metric_families(text):
-                names.update(s.name for s in family.samples)
-        return names
-
-    def test_queries_and_alerts_name_only_exported_series(self):
-        exported = self.exported()
-        self.assertIn('nova_pinning_pass_duration_seconds_count', exported)
-        named = {}
-        for title, _ref, expr in promql.dashboard_queries():
-            for series in promql.series_named(expr):
-                named.setdefault(series, []).append('panel %r' % title)
-        for name, rule in promql.alert_rules().items():
-            for series in promql.series_named(rule['expr']):
-                named.setdefault(series, []).append('alert %s' % name)
-        missing = {s: where for s, where in named.items()
-                   if s not in exported}
-        self.assertEqual({}, missing, 'named but not exported')
-        # Not vacuous: the steal panel's series is among those checked.
-        self.assertIn('nova_pinning_vcpu_delay_seconds_total', named)

@@ -34,6 +34,7 @@ Invariants:
 
 import errno
 import os
+import typing
 
 from oslo_log import log as logging
 
@@ -46,18 +47,18 @@ SMALL_LIMIT = 65536          # one interrupt's affinity list
 INTERRUPTS_LIMIT = 64 << 20  # /proc/interrupts of a very large host
 
 
-def _write(path, value):
+def _write(path: str, value: str) -> None:
     """The only function that changes the host (tests replace it)."""
     with open(path, 'w', encoding='ascii') as f:
         f.write(value)
 
 
-def _read(path, limit=SMALL_LIMIT):
+def _read(path: str, limit: int = SMALL_LIMIT) -> str:
     return safefs.read_file(path, limit, 'interrupt file').decode(
         'ascii', 'replace')
 
 
-def numbers(proc='/proc'):
+def numbers(proc: str = '/proc') -> list[int]:
     """The interrupt numbers listed in /proc/irq, sorted."""
     try:
         names = os.listdir(os.path.join(proc, 'irq'))
@@ -67,7 +68,9 @@ def numbers(proc='/proc'):
                   and len(n) < 8)
 
 
-def affinity(irq, proc='/proc', name='smp_affinity_list'):
+def affinity(irq: int, proc: str = '/proc',
+             name: str = 'smp_affinity_list'
+             ) -> typing.Optional[frozenset[int]]:
     """The CPU set of one interrupt (``smp_affinity_list``, or
     ``effective_affinity_list``); None if it is gone or unreadable."""
     try:
@@ -77,7 +80,8 @@ def affinity(irq, proc='/proc', name='smp_affinity_list'):
         return None
 
 
-def target(base, one_to_one, online):
+def target(base: frozenset[int], one_to_one: frozenset[int],
+           online: frozenset[int]) -> typing.Optional[frozenset[int]]:
     """Where an interrupt whose set is ``base`` may go: ``base`` without
     the one-to-one CPUs, else every online CPU without them; None if
     there is no such CPU."""
@@ -87,14 +91,16 @@ def target(base, one_to_one, online):
     return frozenset(wanted) or None
 
 
-def _why(exc):
+def _why(exc: OSError) -> str:
     why = exc.strerror or str(exc)
     if exc.errno == errno.EIO:
         why += ' (managed by the kernel, or fixed by its chip)'
     return why
 
 
-def _plan(record, one_to_one, online, proc):
+def _plan(record: dict[str, dict[str, typing.Any]],
+          one_to_one: frozenset[int], online: frozenset[int],
+          proc: str) -> list[tuple[int, frozenset[int], bool]]:
     """[(irq, new set, entry was new)], the record updated ahead."""
     moved = record.setdefault('moved', {})
     refused = record.setdefault('refused', {})
@@ -136,7 +142,11 @@ def _plan(record, one_to_one, online, proc):
     return plan
 
 
-def follow(record, one_to_one, online, proc='/proc', save=None):
+def follow(record: dict[str, dict[str, typing.Any]],
+           one_to_one: frozenset[int], online: frozenset[int],
+           proc: str = '/proc',
+           save: typing.Optional[typing.Callable[[], None]] = None
+           ) -> tuple[int, int]:
     """Keep interrupts off ``one_to_one``; ``(written, refused now)``.
     ``save()`` is called after the record is updated and before any
     write (and again if a write failed)."""
@@ -177,7 +187,8 @@ def follow(record, one_to_one, online, proc='/proc', save=None):
     return written, len(failed)
 
 
-def restore(record, proc='/proc'):
+def restore(record: dict[str, dict[str, typing.Any]],
+            proc: str = '/proc') -> list[str]:
     """Write every recorded original set back; the failures (a list of
     messages). Restored and vanished interrupts leave the record."""
     failures = []
@@ -199,7 +210,7 @@ def restore(record, proc='/proc'):
 
 # -- counting: /proc/interrupts --------------------------------------------
 
-def counts(proc='/proc'):
+def counts(proc: str = '/proc') -> dict[int, dict[int, int]]:
     """``{irq: {cpu: count}}`` of the numbered interrupts; {} if
     /proc/interrupts cannot be read."""
     try:
@@ -226,7 +237,9 @@ def counts(proc='/proc'):
     return result
 
 
-def firing_on(before, after, cpus):
+def firing_on(before: dict[int, dict[int, int]],
+              after: dict[int, dict[int, int]],
+              cpus: frozenset[int]) -> dict[int, int]:
     """``{irq: interrupts delivered on ``cpus`` between the two
     readings}``, only those that fired there."""
     result = {}

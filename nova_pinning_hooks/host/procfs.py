@@ -25,7 +25,7 @@ class Proc(typing.NamedTuple):
     start: int  # clock ticks after boot (identity against pid reuse)
 
 
-def pids(proc='/proc'):
+def pids(proc: str = '/proc') -> list[int]:
     """Every thread-group id (process) now listed in /proc, sorted."""
     try:
         names = os.listdir(proc)
@@ -34,7 +34,7 @@ def pids(proc='/proc'):
     return sorted(int(n) for n in names if n.isdigit())
 
 
-def read(pid, proc='/proc'):
+def read(pid: int, proc: str = '/proc') -> typing.Optional[Proc]:
     """The process, or None if it is gone or unreadable."""
     try:
         with open(os.path.join(proc, str(pid), 'stat'),
@@ -55,14 +55,15 @@ def read(pid, proc='/proc'):
         return None
 
 
-def same(pid, start, proc='/proc'):
+def same(pid: int, start: int,
+         proc: str = '/proc') -> typing.Optional[Proc]:
     """The process now holding ``pid`` if it is the one that started at
     ``start`` (not a reuse of the pid), else None."""
     p = read(pid, proc)
     return p if p is not None and p.start == start else None
 
 
-def argv0(pid, proc='/proc'):
+def argv0(pid: int, proc: str = '/proc') -> str:
     """Basename of the first command-line word ('' if none/unreadable):
     names longer than comm's 15 bytes can be matched in full."""
     try:
@@ -73,9 +74,9 @@ def argv0(pid, proc='/proc'):
     return os.path.basename(first.decode('utf-8', 'replace'))
 
 
-def _parse_cgroups(text):
+def _parse_cgroups(text: str) -> dict[str, str]:
     """``{controller: path}``; the cgroup v2 line is under ''."""
-    result = {}
+    result: dict[str, str] = {}
     for line in text.splitlines():
         try:
             _, names, path = line.split(':', 2)
@@ -86,7 +87,8 @@ def _parse_cgroups(text):
     return result
 
 
-def cgroups(pid, proc='/proc', tid=None):
+def cgroups(pid: int, proc: str = '/proc', tid: typing.Optional[int] = None
+            ) -> typing.Optional[dict[str, str]]:
     """The cgroups of a process (or of one of its threads) as
     ``{controller: path}``, '' being the v2 hierarchy; None if gone."""
     parts = [proc, str(pid)] + (['task', str(tid)] if tid else [])
@@ -97,7 +99,7 @@ def cgroups(pid, proc='/proc', tid=None):
         return None
 
 
-def threads(pid, proc='/proc'):
+def threads(pid: int, proc: str = '/proc') -> list[int]:
     """Thread ids of the process (empty if it is gone)."""
     try:
         return sorted(int(t) for t in
@@ -107,7 +109,7 @@ def threads(pid, proc='/proc'):
         return []
 
 
-def boot_time(proc='/proc'):
+def boot_time(proc: str = '/proc') -> int:
     with open(os.path.join(proc, 'stat'), encoding='ascii') as f:
         for line in f:
             if line.startswith('btime '):
@@ -115,14 +117,14 @@ def boot_time(proc='/proc'):
     raise OSError('no btime in %s/stat' % proc)
 
 
-def started_at(p, proc='/proc'):
+def started_at(p: Proc, proc: str = '/proc') -> float:
     """Wall-clock start time of the process, in seconds."""
     return boot_time(proc) + p.start / os.sysconf('SC_CLK_TCK')
 
 
-def parents(proc='/proc'):
+def parents(proc: str = '/proc') -> dict[int, int]:
     """``{pid: ppid}`` of every process now alive."""
-    result = {}
+    result: dict[int, int] = {}
     for pid in pids(proc):
         p = read(pid, proc)
         if p is not None:
@@ -130,12 +132,13 @@ def parents(proc='/proc'):
     return result
 
 
-def descendants(root_pid, proc='/proc'):
+def descendants(root_pid: int, proc: str = '/proc') -> set[int]:
     """Every live descendant of ``root_pid`` (not itself)."""
-    children = {}
+    children: dict[int, list[int]] = {}
     for pid, ppid in parents(proc).items():
         children.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root_pid]
+    found: set[int] = set()
+    todo = [root_pid]
     while todo:
         for child in children.get(todo.pop(), ()):
             if child not in found:
@@ -144,9 +147,9 @@ def descendants(root_pid, proc='/proc'):
     return found
 
 
-def is_descendant(pid, root_pid, proc='/proc'):
+def is_descendant(pid: int, root_pid: int, proc: str = '/proc') -> bool:
     """Whether ``pid`` descends from ``root_pid`` (walks up the ppids)."""
-    seen = set()
+    seen: set[int] = set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
         p = read(pid, proc)

@@ -19,7 +19,7 @@ MAX_CPUS = 1 << 16  # beyond any host; bounds the text we accept
 _HEX = frozenset('0123456789abcdefABCDEF')
 
 
-def parse(text):
+def parse(text: str) -> frozenset[int]:
     """The set of CPUs in a kernel CPU mask such as ``ff`` or
     ``00000000,000000f0``."""
     if not isinstance(text, str):
@@ -40,7 +40,7 @@ def parse(text):
     return frozenset(cpus)
 
 
-def format(cpus):  # noqa: A001 - mirrors parse()
+def format(cpus: frozenset[int]) -> str:  # noqa: A001 - mirrors parse()
     """The kernel's text for ``cpus``: groups of 8 hex digits."""
     value = 0
     for cpu in cpus:
@@ -56,7 +56,7 @@ def format(cpus):  # noqa: A001 - mirrors parse()
     return ','.join(reversed(groups))
 
 
-def to_bytes(cpus):
+def to_bytes(cpus: frozenset[int]) -> bytes:
     """systemd's D-Bus encoding of a CPU set (``AllowedCPUs``, ``ay``):
     CPU n is bit n % 8 of byte n // 8 (``cpu_set_to_dbus``); CPUs 0-1
     are ``b'\\x03'``, the empty set no bytes."""
@@ -70,7 +70,7 @@ def to_bytes(cpus):
     return bytes(data)
 
 
-def from_bytes(data):
+def from_bytes(data: bytes) -> frozenset[int]:
     """The CPU set in systemd's D-Bus encoding (trailing zero bytes, as
     systemd sends them, change nothing)."""
     if len(data) > MAX_CPUS // 8:

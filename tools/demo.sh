@@ -27,12 +27,19 @@ if [ -e "$venv" ] && [ ! -d "$venv" ]; then
     # Not ours: a redirect file some tools write (PEP 832).
     rm -f "$venv"
 fi
-if [ ! -x "$venv/bin/nova-pinning" ]; then
-    echo "installing nova-pinning-hooks into $venv"
-    python3 -m venv "$venv"
+# The package with its [libvirt] extra: the commands talk to libvirtd, and
+# outside nova's environment nothing else brings the binding (pip builds
+# libvirt-python against Debian's libvirt-dev, which setup-host.sh
+# installs). A venv made before the extra existed lacks the binding: it is
+# completed, not trusted because the command is there.
+if [ ! -x "$venv/bin/nova-pinning" ] ||
+        ! "$venv/bin/python" -c 'import libvirt' >/dev/null 2>&1; then
+    echo "installing nova-pinning-hooks[libvirt] into $venv"
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
     if ! { "$venv/bin/pip" install -q --upgrade pip &&
-           "$venv/bin/pip" install -q -e "$top"; } >"$venv.log" 2>&1; then
+           "$venv/bin/pip" install -q -e "$top[libvirt]"; } >"$venv.log" 2>&1; then
         cat "$venv.log" >&2
+        echo "demo.sh: installing nova-pinning-hooks[libvirt] into $venv failed (pip's log above)" >&2
         exit 1
     fi
 fi

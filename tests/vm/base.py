@@ -6,6 +6,11 @@ checkout, and powered off when the test process exits. Tests leave it as
 they found it: their guests destroyed, isolation undone, their units
 stopped (``VMTestCase`` registers the clean-ups).
 
+A VM that does not come up is one failure, of the test that booted it,
+whose message is one line saying why (``machine.BootError``: the guest
+kernel's words, where its vCPUs are, the host's load); every later test
+is skipped with that line and the first test's name, not failed again.
+
 Prerequisites are root, qemu-system-x86_64, qemu-img, debootstrap and
 mkfs.ext4 (``tools/setup-host.sh``); without them the tests skip, or fail
 with ``NPH_FUNCTIONAL_REQUIRED=1`` (CI), as the functional tests do.
@@ -18,6 +23,7 @@ import shutil
 import time
 
 import testtools
+from testtools.content import text_content
 
 from tests.vm import machine
 
@@ -46,7 +52,14 @@ GUEST_XML = """<domain type='qemu'>
 </domain>"""
 
 _VM = None
+# (the id of the test that booted the VM, the one line that says why it
+# did not come up): set once, so that a VM that did not boot is one
+# failure, not one per test.
 _BOOT_ERROR = None
+
+
+class NotBooted(Exception):
+    """The VM did not come up for an earlier test; this one cannot run."""
 
 
 def _missing():
@@ -59,11 +72,14 @@ def _missing():
     return None
 
 
-def shared():
-    """The run's VM, booted and with the package installed."""
+def shared(test_id='?'):
+    """The run's VM, booted and with the package installed. The first
+    caller gets the error of a boot that failed; every later one
+    NotBooted, which names that first test."""
     global _VM, _BOOT_ERROR
     if _BOOT_ERROR is not None:
-        raise machine.VMError('the VM did not boot: %s' % _BOOT_ERROR)
+        raise NotBooted('the VM did not boot (counted once, as a failure '
+                        'of %s): %s' % _BOOT_ERROR)
     if _VM is None:
         vm = machine.Machine()
         atexit.register(vm.destroy)
@@ -79,7 +95,8 @@ def shared():
             vm.run(['mkdir', '-p', os.path.dirname(CONF)])
             vm.write(CONF, BASE_CONF)
         except Exception as exc:
-            _BOOT_ERROR = exc
+            _BOOT_ERROR = (test_id, str(exc).splitlines()[0] if str(exc)
+                           else type(exc).__name__)
             raise
         _VM = vm
     return _VM
@@ -94,7 +111,14 @@ class VMTestCase(testtools.TestCase):
             if os.environ.get('NPH_FUNCTIONAL_REQUIRED') == '1':
                 self.fail('VM test prerequisites missing: %s' % missing)
             self.skipTest(missing)
-        self.vm = shared()
+        try:
+            self.vm = shared(self.id())
+        except NotBooted as exc:
+            # Not run, not passed: the one failure is the first test's.
+            self.skipTest(str(exc))
+        except machine.BootError as exc:
+            self.addDetail('console', text_content(exc.console))
+            self.fail('the VM did not boot: %s' % exc)
         self.destroy_guests()
         self.addCleanup(self.destroy_guests)
 

@@ -31,7 +31,9 @@ Invariants:
 """
 
 import base64
+import ctypes
 import json
+import mmap
 import os
 import select
 import shutil
@@ -40,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from tests.vm import vmdiag
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 IMAGE_TOOL = os.path.join(TOP, 'tools', 'vm-image.sh')
@@ -57,6 +61,15 @@ ZYGOTE_SCRIPTS = ('nova-pinning', 'nova-pinning-isolate')
 
 class VMError(Exception):
     pass
+
+
+class BootError(VMError):
+    """The VM did not come up: ``str()`` is one line that says why
+    (tests/vm/vmdiag.py); ``console`` the end of its console."""
+
+    def __init__(self, line, console=''):
+        super().__init__(line)
+        self.console = console
 
 
 class Result:
@@ -175,6 +188,77 @@ class Agent:
                 return answer['return']
 
 
+# The VM's kernel command line. Under TCG the guest's vCPUs are threads
+# of a qemu that shares a loaded 2-CPU host with other stages, so the
+# guest kernel's own time-based checks see starved CPUs and act on it; a
+# test host needs none of them:
+# - tsc_early_khz (added by Machine when host_tsc_khz() can tell it): the
+#   guest's TSC frequency, so that the kernel does not measure it. TCG's
+#   guest TSC is the host's (qemu reads the host's TSC for RDTSC); a guest
+#   kernel that times it against the emulated PIT while its vCPUs are
+#   descheduled gets it wrong (seen here beside a loaded host: "PIT
+#   calibration deviates from HPET: 124958 2596141", "Detected 124.958
+#   MHz": the guest's clock ran 20.8 times too fast, every timeout and
+#   watchdog fired 20 times too soon, RCU stalls and soft lockups
+#   followed, and the VM never came up);
+# - no_timer_check: the IO-APIC timer check at boot waits a few ticks
+#   and panics when they do not come ("IO-APIC + timer doesn't work!",
+#   seen here beside a busy host);
+# - tsc=reliable: TCG's guest TSC is the host's invariant TSC, so the
+#   clocksource watchdog can only mark it unstable because a vCPU was
+#   descheduled between two reads, and its switch to another clocksource
+#   is a stop_machine across all 8 vCPUs (CI's VM locked up in that
+#   rendezvous, "soft lockup ... multi_cpu_stop");
+# - nokaslr: the kernel at the addresses of its System.map, so a VM that
+#   does not come up says where its vCPUs are (vmdiag.vcpu_places).
+KERNEL_ARGS = ('root=/dev/vda', 'rw', 'console=ttyS0', 'mitigations=off',
+               'systemd.unified_cgroup_hierarchy=1', 'no_timer_check',
+               'tsc=reliable', 'nokaslr')
+
+
+def host_tsc_khz(seconds=0.5):
+    """The host's TSC frequency in kHz, measured against CLOCK_MONOTONIC
+    (RDTSC run from an executable page through ctypes; each end of the
+    interval the tightest of 50 paired reads, so a descheduled read
+    costs nothing); None where that cannot run (not x86_64, no
+    executable mapping) or the result is absurd."""
+    if os.uname().machine != 'x86_64':
+        return None
+    # rdtsc; shl rdx, 32; or rax, rdx; ret
+    code = bytes.fromhex('0f3148c1e2204809d0c3')
+    try:
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ |
+                         mmap.PROT_WRITE | mmap.PROT_EXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        page.write(code)
+        buf = ctypes.c_char.from_buffer(page)
+        rdtsc = ctypes.CFUNCTYPE(ctypes.c_uint64)(ctypes.addressof(buf))
+
+        def pair():
+            best = None
+            for _ in range(50):
+                t0 = time.monotonic_ns()
+                tsc = rdtsc()
+                t1 = time.monotonic_ns()
+                if best is None or t1 - t0 < best[0]:
+                    best = (t1 - t0, (t0 + t1) // 2, tsc)
+            return best[1], best[2]
+
+        ns0, tsc0 = pair()
+        time.sleep(seconds)
+        ns1, tsc1 = pair()
+        del rdtsc, buf
+    finally:
+        try:
+            page.close()
+        except BufferError:
+            pass
+    khz = round((tsc1 - tsc0) * 1e6 / (ns1 - ns0))
+    return khz if 100_000 <= khz <= 20_000_000 else None
+
+
 class Machine:
 
     def __init__(self, image=None, workdir=None, smp_per_node=4,
@@ -187,8 +271,13 @@ class Machine:
         self.qemu = None
         self.agent = Agent(os.path.join(self.workdir, 'qga.sock'))
         self.console = os.path.join(self.workdir, 'console.log')
+        self.qmp_path = os.path.join(self.workdir, 'qmp.sock')
         self.boot_id = None
         self.boot_seconds = []
+        self.kernel_args = KERNEL_ARGS
+        self.tsc_khz = host_tsc_khz()
+        if self.tsc_khz:
+            self.kernel_args += ('tsc_early_khz=%d' % self.tsc_khz,)
 
     # -- life cycle ---------------------------------------------------
 
@@ -206,8 +295,7 @@ class Machine:
                      % (node, node * n, node * n + n - 1, node)]
         argv += ['-kernel', os.path.join(self.image, 'vmlinuz'),
                  '-initrd', os.path.join(self.image, 'initrd.img'),
-                 '-append', 'root=/dev/vda rw console=ttyS0 mitigations=off '
-                            'systemd.unified_cgroup_hierarchy=1',
+                 '-append', ' '.join(self.kernel_args),
                  '-drive', 'file=%s,if=virtio,format=qcow2'
                  % os.path.join(self.workdir, 'root.qcow2'),
                  '-drive', 'file=%s,if=virtio,format=raw,readonly=on'
@@ -218,15 +306,26 @@ class Machine:
                  '-device', 'virtserialport,chardev=qga0,'
                             'name=org.qemu.guest_agent.0',
                  '-serial', 'file:%s' % self.console,
+                 # QMP, for a boot that did not come up: where each vCPU
+                 # is (vcpu_states), read before the VM is killed.
+                 '-qmp', 'unix:%s,server=on,wait=off' % self.qmp_path,
                  '-net', 'none']
         return argv
 
-    def boot(self, timeout=600):
+    def boot(self, timeout=600, source=True):
+        """Boot a fresh overlay of the image; ``source``: with the
+        checkout's disk (``install_package`` needs it), else an empty
+        one (benchmarks/vm_boot_load.py boots only)."""
         subprocess.run(['qemu-img', 'create', '-q', '-f', 'qcow2', '-F',
                         'raw', '-b', os.path.join(self.image, 'disk.img'),
                         os.path.join(self.workdir, 'root.qcow2')],
                        check=True, timeout=60)
-        _source_disk(os.path.join(self.workdir, 'src.img'))
+        src = os.path.join(self.workdir, 'src.img')
+        if source:
+            _source_disk(src)
+        else:
+            with open(src, 'wb') as f:
+                f.truncate(1 << 20)
         start = time.monotonic()
         self._start()
         self._wait_up(timeout, previous_boot=None)
@@ -245,11 +344,11 @@ class Machine:
         deadline = time.monotonic() + timeout
         while True:
             if self.qemu.poll() is not None:
-                raise VMError('qemu exited with %s: %s' % (
-                    self.qemu.returncode, self.tail()))
+                raise self._boot_error('qemu exited with %s'
+                                       % self.qemu.returncode)
             if time.monotonic() > deadline:
-                raise VMError('the VM did not come up in %d s: %s'
-                              % (timeout, self.tail()))
+                raise self._boot_error('the VM did not come up in %d s'
+                                       % timeout)
             try:
                 boot_id = self.read('/proc/sys/kernel/random/boot_id',
                                     timeout=20).strip()
@@ -267,6 +366,20 @@ class Machine:
         # (running, or degraded when some unit failed: both will do).
         self.run(['systemctl', 'is-system-running', '--wait'],
                  timeout=left, check=False)
+
+    def _boot_error(self, what):
+        """A BootError whose line says why: the kernel's words, where
+        the vCPUs are (read while qemu still runs), the host's load."""
+        text = self.console_text()
+        parts = [what, vmdiag.console_verdict(text, self.tsc_khz)]
+        if self.qemu is not None and self.qemu.poll() is None:
+            parts.append(vmdiag.vcpu_places(self.qmp_path))
+        parts.append(vmdiag.host_load())
+        last = vmdiag.console_last(text)
+        parts.append('console ends: %s' % last if last else
+                     'the console is empty')
+        return BootError('; '.join(p for p in parts if p),
+                         console=self.tail())
 
     def reboot(self, timeout=600):
         """A cold reboot: the guest powers off, and a new qemu boots the
@@ -307,12 +420,16 @@ class Machine:
             return
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def tail(self, lines=40):
+    def console_text(self):
+        """The whole console so far ('' before the first boot)."""
         try:
             with open(self.console, 'rb') as f:
-                text = f.read()[-16384:].decode(errors='replace')
+                return f.read().decode(errors='replace')
         except OSError:
             return ''
+
+    def tail(self, lines=40):
+        text = self.console_text()[-16384:]
         return '\n'.join(text.splitlines()[-lines:])
 
     # -- commands -----------------------------------------------------

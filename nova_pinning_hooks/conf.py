@@ -336,6 +336,14 @@ isolation_opts = [
            help='Seconds between sweeps of /proc that catch processes '
                 'keeping no pid file (with systemd: between checks '
                 'that the slices are still confined).'),
+    FloatOpt('status_timeout', default=5.0, min=0.1, max=MAX_SECONDS,
+             help='Seconds "nova-pinning-isolate status", and the agent '
+                  'at each sweep for the status it publishes, may spend '
+                  'asking systemd about the units in all: once systemd '
+                  'did not answer in time, the units not asked yet are '
+                  'reported unknown at once. The metrics and '
+                  'nova-compute never ask systemd: they read the status '
+                  'the agent publishes beside its state file.'),
     cfg.ListOpt('slices', default=['system.slice', 'user.slice',
                                    'init.scope'],
                 help='systemd units confined with AllowedCPUs=; '

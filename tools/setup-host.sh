@@ -29,7 +29,12 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           # kolla's containers (tests/functional/test_kolla_layout.py):
           # Debian's podman, and runc where crun refuses the host's
           # hybrid cgroups (tools/kolla-images.sh)
-          podman runc)
+          podman runc
+          # private system buses, Debian's two, for the forged-reply
+          # attack on the isolation agent's D-Bus path
+          # (tests/functional/isolation/test_forged_replies.py): these
+          # machines run no systemd, so dbus-broker only adds its files
+          dbus dbus-broker)
 # More, for a caller that needs them too (tools/cloud.sh).
 read -r -a extra <<< "${NPH_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")

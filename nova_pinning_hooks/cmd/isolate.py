@@ -6,8 +6,12 @@
     nova-pinning-isolate undo     # put back everything apply changed
 
 Exit status: 0 done; 1 failed (cgroupfs or systemctl refused, another
-agent holds the lock, undo incomplete); 2 configuration refused (one
-message on stderr, nothing changed). ``undo`` and ``status`` work when
+agent holds the lock, undo incomplete, ``status`` could not learn
+what systemd or cgroupfs has: it prints what it knows, then one line on
+stderr); 2 configuration refused (one message on stderr, nothing
+changed). ``status`` asks systemd under one total deadline
+(``[nova_pinning_isolation] status_timeout``) and shows the status the
+agent last published (its age). ``undo`` and ``status`` work when
 the isolation settings are refused (``reserved_cpus`` unset, say): they
 read the state file. A configuration file with a value of the wrong type
 or out of bounds, an option this package does not have in one of its
@@ -34,6 +38,7 @@ from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import restore
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 
 PROG = 'nova-pinning-isolate'
 
@@ -82,7 +87,25 @@ def status_text(st: dict[str, typing.Any]) -> str:
     if st.get('kept'):
         lines.append('never moved: %s' % ', '.join(
             '%s %d' % kv for kv in sorted(st['kept'].items())))
+    if isinstance(st.get('agent'), dict):
+        lines.append(_agent_text(st['agent']))
     return '\n'.join(lines) + '\n'
+
+
+def _agent_text(agent: dict[str, typing.Any]) -> str:
+    """The status the agent published, in one line."""
+    if not agent.get('status_written'):
+        return 'agent status: %s' % (agent.get('error') or agent.get('why')
+                                     or 'none published')
+    text = 'agent status: %s, published %s s ago' % (
+        agent.get('state'), agent.get('status_age', '?'))
+    if agent.get('earlier_boot'):
+        return text + ' (before the last reboot)'
+    interval = agent.get('status_sweep_interval')
+    if agent.get('status_stale'):
+        return text + (' (stale: older than %d sweeps of %s s; is "watch" '
+                       'running?)' % (statusfile.STALE_SWEEPS, interval))
+    return text + ' (a sweep every %s s)' % interval
 
 
 def _pins_text(st: dict[str, typing.Any]) -> list[str]:
@@ -144,15 +167,42 @@ def _undo(conf: cfg.ConfigOpts) -> str:
     return text
 
 
-def _status(conf: cfg.ConfigOpts) -> str:
+AGENT_KEYS = ('state', 'earlier_boot', 'error', 'why', 'status_written',
+              'status_age', 'status_stale', 'status_sweep_interval')
+
+
+def _unknown(st: dict[str, typing.Any]) -> typing.Optional[str]:
+    """Why ``st`` says less than it should (the backend not read, or
+    some units not), or None."""
+    if st.get('backend_error'):
+        return str(st['backend_error'])
+    slices = st.get('slices')
+    unknown = st.get('units_unknown')
+    if isinstance(slices, dict) and isinstance(unknown, int) and unknown:
+        first = next((v['error'] for v in slices.values()
+                      if isinstance(v, dict) and 'error' in v), '')
+        return 'systemd answered for %d of %d units: %s' % (
+            len(slices) - unknown, len(slices), first)
+    return None
+
+
+def _status(conf: cfg.ConfigOpts) -> common.CommandOutput:
     st = report.status(conf)
+    agent = report.published(conf)
+    st['agent'] = {k: agent[k] for k in AGENT_KEYS if k in agent}
     if conf.command.format == 'json':
-        return json.dumps(st, indent=1, sort_keys=True) + '\n'
-    return status_text(st)
+        text = json.dumps(st, indent=1, sort_keys=True) + '\n'
+    else:
+        text = status_text(st)
+    why = _unknown(st)
+    if why:
+        return text, 1, why
+    return text
 
 
-COMMANDS = {'apply': _apply, 'watch': _watch, 'undo': _undo,
-            'status': _status}
+COMMANDS: dict[str, typing.Callable[[cfg.ConfigOpts],
+                                   common.CommandOutput]] = {
+    'apply': _apply, 'watch': _watch, 'undo': _undo, 'status': _status}
 
 
 def main(argv: typing.Optional[list[str]] = None) -> int:
@@ -172,7 +222,7 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
         return 2
     common.setup_logging(conf, PROG)
     try:
-        sys.stdout.write(COMMANDS[conf.command.name](conf))
+        output = COMMANDS[conf.command.name](conf)
     except config.ConfigError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2
@@ -184,7 +234,14 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
         return 130
     except Exception as exc:
         return common.report_unexpected(PROG, conf, exc)
-    return 0
+    code, message = 0, None
+    if isinstance(output, tuple):  # (text, status, one-line message)
+        output, code, message = output
+    sys.stdout.write(output)
+    if message:
+        sys.stdout.flush()
+        sys.stderr.write('%s: error: %s\n' % (PROG, message))
+    return code
 
 
 if __name__ == '__main__':

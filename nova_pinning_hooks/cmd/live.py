@@ -62,9 +62,11 @@ def cmd_snapshot(conf: typing.Any) -> str:
 
 
 def _isolation_status(conf: typing.Any) -> dict[str, typing.Any]:
-    """The host isolation agent's view, if that part is installed."""
+    """The host isolation agent's view, as it published it after its
+    last sweep (never asks systemd: ``nova-pinning-isolate status``
+    does)."""
     try:
-        return report.status(conf)
+        return report.published(conf)
     except Exception as exc:  # isolation is optional for binding
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
 

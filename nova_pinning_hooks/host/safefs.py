@@ -170,11 +170,14 @@ def remove_stale_temporaries(path: str) -> int:
 
 
 def read_file(path: str, limit: int, what: str = 'file',
-              private: bool = False) -> bytes:
+              private: bool = False, root_written: bool = False) -> bytes:
     """The bytes of regular file ``path`` (at most ``limit``).
 
     ``private``: the file must also be owned by this user and writable by
     nobody else (a file root acts on, such as the isolation state).
+    ``root_written``: owned by root (or this user) and writable by nobody
+    else (a file root writes for other users to read, such as the
+    isolation agent's status).
     Raises ``FileNotFoundError`` if it does not exist and
     ``UnsafeFileError`` if it is a link, not a regular file, too large,
     not private enough or unreadable."""
@@ -196,6 +199,10 @@ def read_file(path: str, limit: int, what: str = 'file',
                         st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
             raise _error(path, '%s is writable by others or not owned by '
                          'this user: not trusted' % what)
+        if root_written and (st.st_uid not in (0, os.geteuid()) or
+                             st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            raise _error(path, '%s is writable by others or not owned by '
+                         'root: not trusted' % what)
         if st.st_size > limit:
             raise _error(path, '%s is larger than %d bytes' % (what, limit),
                          errno.EFBIG)

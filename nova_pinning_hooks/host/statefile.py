@@ -21,10 +21,13 @@ def write_json(path: str, content: typing.Any, mode: int = 0o644) -> None:
 
 def read_json(path: str, limit: int = safefs.STATE_LIMIT,
               what: str = 'state file',
-              private: bool = False) -> typing.Any:
+              private: bool = False,
+              root_written: bool = False) -> typing.Any:
     """The parsed JSON of ``path``. ``FileNotFoundError`` when absent,
     ``safefs.UnsafeFileError`` when not a small regular file (or, with
-    ``private``, not this user's alone), ``ValueError`` when not UTF-8
-    JSON or not within ``strict.loads_json``'s bounds (depth, numbers)."""
-    data = safefs.read_file(path, limit, what, private=private)
+    ``private``, not this user's alone; with ``root_written``, not
+    root's, or writable by others), ``ValueError`` when not UTF-8 JSON
+    or not within ``strict.loads_json``'s bounds (depth, numbers)."""
+    data = safefs.read_file(path, limit, what, private=private,
+                            root_written=root_written)
     return strict.loads_json(data, what, limit)

@@ -17,8 +17,12 @@ the agent that holds everything:
   recorded in the state, restored and reported together;
 * ``isolator``: apply, sweep and the ``watch`` loop;
 * ``restore``: ``undo``;
-* ``report``: ``status`` (``report.status(conf)`` is what
-  ``nova-pinning status`` shows).
+* ``report``: ``status`` (``report.status(conf)`` asks the backend,
+  under one deadline, for ``nova-pinning-isolate status``;
+  ``report.published(conf)`` is what the agent published, which the
+  metrics, nova-compute and ``nova-pinning status`` show);
+* ``statusfile``: the status the agent publishes after every sweep,
+  beside its state file (readers never ask systemd).
 
 ``kernel/``: the kernel's own work, kept off the one-to-one CPUs, one
 part per module, each taking and returning its part of the state
@@ -37,3 +41,8 @@ touches /proc and /sys: the host's own processes and their cgroups.
 
 class BackendError(Exception):
     """The cgroup tree or systemd refused a change."""
+
+
+class BackendUnreachable(BackendError):
+    """systemd (or its bus) did not answer in time, or the connection
+    broke: asking it anything more now would wait as long again."""

@@ -29,8 +29,10 @@ class Backend(typing.Protocol):
     def ensure(self) -> None:
         """Make the confinement exist as configured (idempotent)."""
 
-    def status(self) -> dict[str, typing.Any]:
-        """What ``nova-pinning status`` shows of it (never raises)."""
+    def status(self, deadline: typing.Optional[float] = None
+               ) -> dict[str, typing.Any]:
+        """What ``status`` shows of it (never raises), asking nothing
+        after ``deadline`` (a ``time.monotonic()`` time)."""
 
 
 def backend_for(settings: config.Settings) -> Backend:

@@ -244,7 +244,10 @@ class CgroupV1:
                          origin: typing.Optional[str]) -> bool:
         return self._join(self._dir_or_root(self.memory_root, origin), pid)
 
-    def status(self) -> dict[str, typing.Any]:
+    def status(self, deadline: typing.Optional[float] = None
+               ) -> dict[str, typing.Any]:
+        """The group as the kernel has it (cgroupfs reads: ``deadline``
+        is not needed)."""
         exists = os.path.isdir(self.dir)
         cpus = None
         if exists:

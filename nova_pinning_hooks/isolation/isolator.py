@@ -26,7 +26,12 @@ Invariants:
 * interrupts, unbound workqueues and irqbalance follow the one-to-one
   CPUs in force (``kernelwork``: ``pinmap``, ``interrupts``, ``workqueue``,
   ``irqbalance``) at apply and at every sweep; a failure there is one log
-  line and never stops the confinement of processes.
+  line and never stops the confinement of processes;
+* the watch loops log any failure of a sweep (the backend's, systemd's
+  answers, a bug) and go on: only ``stop`` ends them;
+* the status is published after apply and after every sweep
+  (``statusfile``): the metrics and nova-compute read it instead of
+  asking systemd.
 """
 
 import threading
@@ -44,8 +49,10 @@ from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import pidwatch
+from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import restore
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 
 LOG = logging.getLogger(__name__)
 WAIT = 0.5  # seconds the watch loop waits for pid-file events at a time
@@ -138,6 +145,7 @@ class Isolator:
         self.backend.ensure()
         moved = self.sweep() if self.backend.moves_processes else 0
         self.follow_pins()
+        self.publish()
         LOG.info('isolation: host processes confined to CPUs %s (%s); '
                  '%d moved', st['cpus'], s.mode, moved)
         return moved
@@ -150,6 +158,18 @@ class Isolator:
         """Interrupts, workqueues and irqbalance off the one-to-one CPUs
         now in force (``kernelwork.follow``); never raises."""
         kernelwork.follow(self.settings, self.state)
+
+    def publish(self) -> None:
+        """Publish the status that the metrics and nova-compute read
+        instead of asking systemd (``statusfile``); never raises."""
+        try:
+            statusfile.write(self.settings.state_file,
+                             report.agent_status(self.conf, self.settings,
+                                                 self.backend),
+                             self.settings.sweep_interval, self.proc)
+        except Exception as exc:
+            LOG.error('isolation: cannot publish the status: %s: %s',
+                      type(exc).__name__, exc)
 
     # -- moving processes (cgroup v1) ----------------------------------------
 
@@ -302,7 +322,14 @@ class Isolator:
                 self.backend.ensure()
             except BackendError as exc:
                 LOG.error('isolation: %s', exc)
+            except Exception:
+                # Whatever went wrong (the backend's answer, a bug), the
+                # units stay as they are: keep watching them.
+                LOG.exception('isolation: the check of the units failed; '
+                              'trying again in %d s',
+                              self.settings.sweep_interval)
             self.follow_pins()
+            self.publish()
 
     @staticmethod
     def _until(deadline: typing.Optional[float], seconds: float) -> float:
@@ -342,8 +369,12 @@ class Isolator:
                         LOG.info('isolation: sweep moved %d processes',
                                  moved)
                     self.follow_pins()
+                    self.publish()
                     next_sweep = time.monotonic() + s.sweep_interval
             except (OSError, BackendError) as exc:
                 # Keep running: the host stays as it is meanwhile.
                 LOG.error('isolation: %s; retrying', exc)
+                stop.wait(1.0)
+            except Exception:
+                LOG.exception('isolation: the sweep failed; retrying')
                 stop.wait(1.0)

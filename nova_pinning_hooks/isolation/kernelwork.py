@@ -123,18 +123,24 @@ _sleep = time.sleep  # tests replace it
 
 
 def _sample(proc: str, seconds: float,
-            clock: typing.Callable[[], float] = time.monotonic
+            clock: typing.Callable[[], float] = time.monotonic,
+            wait: bool = True
             ) -> typing.Optional[tuple[dict[int, dict[int, int]],
                                        dict[int, dict[int, int]], float]]:
     """Two readings of the counts: the previous one this process made
     (if recent) or one ``seconds`` ago, and now. (before, after,
-    seconds between) or None."""
+    seconds between) or None. Without ``wait`` (the agent, at each
+    sweep) there is no second reading to wait for: the first call keeps
+    one for the next and returns None."""
     last = _LAST.get(proc)
     now = clock()
     if last is not None and 0.05 < now - last[0] < KEEP_READING:
         before, then = last[1], last[0]
     else:
         if not seconds:
+            return None
+        if not wait:
+            _LAST[proc] = (now, interrupts.counts(proc))
             return None
         before, then = interrupts.counts(proc), now
         _sleep(seconds)
@@ -146,8 +152,10 @@ def _sample(proc: str, seconds: float,
 
 def status(settings: config.Settings,
            st: typing.Optional[dict[str, typing.Any]],
-           sample_seconds: float) -> dict[str, typing.Any]:
-    """What ``status`` shows of these parts (keys in report.py)."""
+           sample_seconds: float, wait: bool = True
+           ) -> dict[str, typing.Any]:
+    """What ``status`` shows of these parts (keys in report.py);
+    ``wait``: as ``_sample``'s."""
     paths = settings.paths
     one_to_one = pinmap.read(paths.qemu_run, paths.proc)
     result: dict[str, typing.Any] = {
@@ -162,7 +170,7 @@ def status(settings: config.Settings,
     result['irqs_moved'] = len(st.get('interrupts', {}).get('moved', {}))
     result['irqs_refused'] = len(st.get('interrupts', {}).get('refused',
                                                              {}))
-    sample = _sample(paths.proc, sample_seconds)
+    sample = _sample(paths.proc, sample_seconds, wait=wait)
     if sample is not None:
         before, after, seconds = sample
         firing = interrupts.firing_on(before, after, one_to_one)

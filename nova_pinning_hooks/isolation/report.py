@@ -1,7 +1,19 @@
 """``status``: what isolation looks like on this host, as a plain dict.
 
-Read-only and never raises: ``nova-pinning status`` prints it beside the
-binding state. Keys (absent when unknown):
+Read-only and never raises. Three ways to it:
+
+* ``status(conf)``, live, for ``nova-pinning-isolate status``: asks the
+  backend (systemd, or cgroupfs) now, under one total deadline
+  (``[nova_pinning_isolation] status_timeout``): once systemd did not
+  answer in time, no unit after it is asked;
+* ``agent_status(...)``, the same from the agent's own settings and
+  backend, which it publishes after every sweep (``statusfile``);
+* ``published(conf)``: what the agent published, for every other reader
+  (the metrics, nova-compute, ``nova-pinning status``): one small file,
+  never systemd, with ``status_written``, ``status_age``,
+  ``status_stale`` and ``status_sweep_interval`` (``statusfile.read``).
+
+Keys (absent when unknown):
 
 * ``state``: 'applied' (a state file records changes), 'not applied'
   (with ``earlier_boot`` true when a state file is left from before the
@@ -16,8 +28,10 @@ binding state. Keys (absent when unknown):
   be moved but are not in it, e.g. started since the last sweep),
   ``kept`` (``{reason: count}`` of processes never moved);
 * systemd: ``slices`` (``{unit: {AllowedCPUs, EffectiveCPUs, ...}}``,
-  with machine.slice), ``confined`` / ``not_confined`` (units whose
-  EffectiveCPUs are / are not the reserved CPUs);
+  with machine.slice; ``{error}`` for a unit systemd did not answer
+  for), ``confined`` / ``not_confined`` (units whose EffectiveCPUs are /
+  are not the reserved CPUs), ``units_unknown`` (units not read);
+  ``backend_error`` when the backend could not be asked at all;
 * kernel work (``kernelwork.status``): ``one_to_one_cpus`` (in force, from
   the vCPU threads), ``irqs_on_one_to_one`` (interrupts whose affinity
   still holds one of them), ``irqs_moved`` / ``irqs_refused`` (from the
@@ -28,6 +42,7 @@ binding state. Keys (absent when unknown):
 """
 
 import collections
+import time
 import typing
 
 from oslo_log import log as logging
@@ -39,6 +54,7 @@ from nova_pinning_hooks.isolation import classify
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 
 LOG = logging.getLogger(__name__)
 
@@ -67,10 +83,25 @@ def _processes(settings: config.Settings) -> dict[str, typing.Any]:
             'not_confined': counts[classify.MOVABLE], 'kept': kept}
 
 
+def _live(conf: typing.Any, settings: config.Settings,
+          backend: backends.Backend, deadline: typing.Optional[float],
+          wait: bool = True) -> dict[str, typing.Any]:
+    result: dict[str, typing.Any] = {
+        'mode': settings.mode, 'reserved_cpus': cpuset.format(settings.cpus)}
+    try:
+        result.update(backend.status(deadline))
+    except (BackendError, OSError) as exc:
+        result['backend_error'] = str(exc)
+    if settings.mode == 'v1':
+        result.update(_processes(settings))
+    result.update(_pins(conf, settings, wait))
+    return result
+
+
 def _status(conf: typing.Any, paths: config.HostPaths,
             nova_sets: typing.Optional[tuple[typing.Optional[str],
-                                             typing.Optional[str]]]
-            ) -> dict[str, typing.Any]:
+                                             typing.Optional[str]]],
+            deadline: typing.Optional[float]) -> dict[str, typing.Any]:
     result = _recorded(conf.nova_pinning_isolation.state_file, paths.proc)
     try:
         settings = config.load(conf, paths, nova_sets)
@@ -79,21 +110,13 @@ def _status(conf: typing.Any, paths: config.HostPaths,
             result['state'] = 'not configured'
         result['why'] = str(exc)
         return result
-    result.update(mode=settings.mode,
-                  reserved_cpus=cpuset.format(settings.cpus))
-    backend = backends.backend_for(settings)
-    try:
-        result.update(backend.status())
-    except (BackendError, OSError) as exc:
-        result['backend_error'] = str(exc)
-    if settings.mode == 'v1':
-        result.update(_processes(settings))
-    result.update(_pins(conf, settings))
+    result.update(_live(conf, settings, backends.backend_for(settings),
+                        deadline))
     return result
 
 
-def _pins(conf: typing.Any,
-          settings: config.Settings) -> dict[str, typing.Any]:
+def _pins(conf: typing.Any, settings: config.Settings,
+          wait: bool = True) -> dict[str, typing.Any]:
     try:
         st = state.load(settings.state_file)
         if st is not None and state.from_earlier_boot(st,
@@ -104,20 +127,58 @@ def _pins(conf: typing.Any,
     try:
         return kernelwork.status(
             settings, st,
-            conf.nova_pinning_isolation.interrupt_sample_seconds)
+            conf.nova_pinning_isolation.interrupt_sample_seconds, wait)
     except OSError as exc:
         return {'pins_error': str(exc)}
 
 
 def status(conf: typing.Any, paths: config.HostPaths = config.HOST,
            nova_sets: typing.Optional[tuple[typing.Optional[str],
-                                            typing.Optional[str]]] = None
-           ) -> dict[str, typing.Any]:
-    """The isolation state (see the module doc); never raises.
-    ``nova_sets``: as ``config.load``'s."""
+                                            typing.Optional[str]]] = None,
+           timeout: typing.Optional[float] = None) -> dict[str, typing.Any]:
+    """The isolation state, asked of the backend now (see the module
+    doc); never raises. ``nova_sets``: as ``config.load``'s. Nothing is
+    asked of systemd after ``timeout`` seconds (default ``[nova_pinning_
+    isolation] status_timeout``)."""
+    if timeout is None:
+        timeout = conf.nova_pinning_isolation.status_timeout
     try:
-        return _status(conf, paths, nova_sets)
+        return _status(conf, paths, nova_sets, time.monotonic() + timeout)
     except Exception as exc:  # a status line must not break the caller
         LOG.exception('isolation: status failed')
         return {'state': 'unknown', 'error': '%s: %s'
                 % (type(exc).__name__, exc)}
+
+
+def agent_status(conf: typing.Any, settings: config.Settings,
+                 backend: backends.Backend) -> dict[str, typing.Any]:
+    """``status`` as the agent sees it, through its own backend (one
+    connection to systemd), for ``statusfile.write``; never raises."""
+    try:
+        result = _recorded(settings.state_file, settings.paths.proc)
+        # No wait for a second reading of /proc/interrupts: each sweep
+        # counts since the one before.
+        result.update(_live(
+            conf, settings, backend,
+            time.monotonic() + conf.nova_pinning_isolation.status_timeout,
+            wait=False))
+        return result
+    except Exception as exc:
+        LOG.exception('isolation: status failed')
+        return {'state': 'unknown', 'error': '%s: %s'
+                % (type(exc).__name__, exc)}
+
+
+def published(conf: typing.Any,
+              paths: config.HostPaths = config.HOST) -> dict[str, typing.Any]:
+    """What the agent published after its last sweep
+    (``statusfile.read``): one small file, never systemd. Never
+    raises."""
+    try:
+        return statusfile.read(conf.nova_pinning_isolation.state_file,
+                               paths.proc)
+    except Exception as exc:  # a status line must not break the caller
+        LOG.exception('isolation: reading the published status failed')
+        return {'state': 'unknown', 'status_written': 0,
+                'status_stale': True,
+                'error': '%s: %s' % (type(exc).__name__, exc)}

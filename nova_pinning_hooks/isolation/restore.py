@@ -21,13 +21,19 @@ their recorded originals back (``kernelwork.restore``), whatever the mode.
 systemd: every recorded unit gets its previous ``AllowedCPUs=`` (and
 ``AllowedMemoryNodes=``) back, normally the empty value, after being
 widened to every online CPU (systemd does not write an empty set to the
-kernel); a unit whose ``EffectiveCPUs`` are not then every online CPU
-is a failure. Through systemctl, or systemd's D-Bus API where there
-is none; with neither, ``undo`` is refused (``ConfigError``) before any
-change.
+kernel); a unit whose ``EffectiveCPUs`` are not then what was set back
+(every online CPU for the empty value) is a failure. A recorded value
+that leaves out any of the reserved CPUs apply confined the units to (the
+state's ``cpus``) is not set back: the unit gets every CPU, with a
+warning (``systemd.Systemd.restore``). Through systemctl, or systemd's
+D-Bus API where there is none; with neither, ``undo`` is refused
+(``ConfigError``) before any change.
 
 A state file written before the last reboot describes nothing in force
 (the reboot undid it): it is removed and nothing else is done.
+
+The status the agent published (``statusfile``) goes with the state
+file, whenever that is removed.
 
 The state file is removed only when everything was restored, checked
 afterwards in the kernel: no recorded process may still be in the
@@ -48,12 +54,14 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.isolation import systemd
 
 LOG = logging.getLogger(__name__)
@@ -106,7 +114,8 @@ def _undo_v1(record: dict[str, typing.Any],
     return restored, others, failures
 
 
-def _undo_systemd(record: dict[str, typing.Any], paths: config.HostPaths
+def _undo_systemd(record: dict[str, typing.Any], paths: config.HostPaths,
+                  reserved: typing.Optional[str] = None
                   ) -> tuple[int, int, list[str]]:
     # systemctl, or systemd's D-Bus API where there is none.
     systemctl, bus = config.systemd_access(paths)
@@ -114,7 +123,9 @@ def _undo_systemd(record: dict[str, typing.Any], paths: config.HostPaths
                               systemctl=systemctl, system_bus=bus,
                               online=(config.online_cpus(paths),
                                       config.online_nodes(paths)))
-    failures = backend.restore(record)
+    # A set: the state's validation refuses anything else.
+    cpus = cpuset.parse(reserved) if reserved else None
+    failures = backend.restore(record, cpus)
     return len(record.get('previous', {})) - len(failures), 0, failures
 
 
@@ -170,8 +181,8 @@ def _restore(st: dict[str, typing.Any], paths: config.HostPaths,
             restored, others, failures = _undo_v1(
                 st['v1'], st['moved'], paths.proc, configured)
         else:
-            restored, others, failures = _undo_systemd(st['systemd'],
-                                                       paths)
+            restored, others, failures = _undo_systemd(
+                st['systemd'], paths, st.get('cpus'))
     except Exception as exc:  # one failure to report, the state kept
         LOG.exception('isolation: undo failed')
         return 0, 0, failed + ['undo failed: %s: %s'
@@ -188,42 +199,51 @@ def undo(conf: typing.Any,
     systemctl nor the system bus is there (nothing changed then)."""
     path = conf.nova_pinning_isolation.state_file
     with state.Lock(path):
-        try:
-            st = state.load(path)
-        except state.StateError as exc:
-            aside = path + '.unusable'
-            os.replace(path, aside)
-            why = '%s (set aside as %s)' % (exc, aside)
-            LOG.error('isolation: %s; undoing what the configuration '
-                      'names', why)
-            return _fallback(conf, paths, why)
-        if st is None:
-            return _fallback(conf, paths, None)
-        if state.from_earlier_boot(st, paths.proc):
-            # The reboot undid it all; acting on its pids and units now
-            # would move processes that merely reuse those numbers.
-            state.remove(path)
-            LOG.info('isolation: %s was written before the last reboot, '
-                     'which undid it; removed', path)
-            return UndoResult(st['mode'], 0, 0, (), earlier_boot=True)
-        if st['mode'] == 'systemd':
-            # Before any change: without systemctl or the system bus
-            # nothing can be undone, and the one line says what to add.
-            config.systemd_access(paths)
-        restored, others, failures = _restore(
-            st, paths, conf.nova_pinning_isolation.group_name)
-        if st['mode'] == 'v1':
-            confined = _still_confined(
-                st, paths.proc, conf.nova_pinning_isolation.group_name)
-            if confined and not failures:
-                failures = ['pids %s are still confined'
-                            % ' '.join(sorted(confined, key=int))]
-            st['moved'] = confined
-        if failures:
-            state.save(path, st)
-        else:
-            state.remove(path)
-            safefs.remove_stale_temporaries(path)
-        LOG.info('isolation: undone (%s): %d restored, %d others, %d '
-                 'failures', st['mode'], restored, others, len(failures))
-        return UndoResult(st['mode'], restored, others, tuple(failures))
+        result = _undo(conf, paths, path)
+        if not os.path.lexists(path):
+            statusfile.remove(path)  # it would say "applied" for a while
+        return result
+
+
+def _undo(conf: typing.Any, paths: config.HostPaths,
+          path: str) -> UndoResult:
+    """``undo`` under the lock."""
+    try:
+        st = state.load(path)
+    except state.StateError as exc:
+        aside = path + '.unusable'
+        os.replace(path, aside)
+        why = '%s (set aside as %s)' % (exc, aside)
+        LOG.error('isolation: %s; undoing what the configuration '
+                  'names', why)
+        return _fallback(conf, paths, why)
+    if st is None:
+        return _fallback(conf, paths, None)
+    if state.from_earlier_boot(st, paths.proc):
+        # The reboot undid it all; acting on its pids and units now
+        # would move processes that merely reuse those numbers.
+        state.remove(path)
+        LOG.info('isolation: %s was written before the last reboot, '
+                 'which undid it; removed', path)
+        return UndoResult(st['mode'], 0, 0, (), earlier_boot=True)
+    if st['mode'] == 'systemd':
+        # Before any change: without systemctl or the system bus
+        # nothing can be undone, and the one line says what to add.
+        config.systemd_access(paths)
+    restored, others, failures = _restore(
+        st, paths, conf.nova_pinning_isolation.group_name)
+    if st['mode'] == 'v1':
+        confined = _still_confined(
+            st, paths.proc, conf.nova_pinning_isolation.group_name)
+        if confined and not failures:
+            failures = ['pids %s are still confined'
+                        % ' '.join(sorted(confined, key=int))]
+        st['moved'] = confined
+    if failures:
+        state.save(path, st)
+    else:
+        state.remove(path)
+        safefs.remove_stale_temporaries(path)
+    LOG.info('isolation: undone (%s): %d restored, %d others, %d '
+             'failures', st['mode'], restored, others, len(failures))
+    return UndoResult(st['mode'], restored, others, tuple(failures))

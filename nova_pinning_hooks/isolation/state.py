@@ -138,8 +138,9 @@ def _validate(state: typing.Any, path: str) -> dict[str, typing.Any]:
         _validate_v1(state['v1'], path)
     else:
         _validate_systemd(state['systemd'], path)
-    _require(state.get('cpus') is None or isinstance(state['cpus'], str),
-             path, 'bad "cpus"')
+    _require(state.get('cpus') is None or (
+        isinstance(state['cpus'], str) and _cpus(state['cpus'])),
+        path, 'bad "cpus"')
     _require(state.get('boot_id') is None or
              isinstance(state['boot_id'], str), path, 'bad "boot_id"')
     _validate_pins(state, path)
@@ -203,6 +204,14 @@ def _seconds(value: object) -> bool:
     """A wall-clock time in seconds (irqbalance's ``retry_at``)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and 0 <= value < 1e12
+
+
+def _cpus(text: str) -> bool:
+    """A CPU set (``undo`` checks recorded unit values against it)."""
+    try:
+        return bool(cpuset.parse(text))
+    except cpuset.CpusetError:
+        return False
 
 
 def _mask(text: str) -> bool:

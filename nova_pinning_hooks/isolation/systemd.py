@@ -14,11 +14,22 @@ recorded values back (normally empty: ``AllowedCPUs=``), ``status()``.
 An empty ``AllowedCPUs=`` does not give a unit its CPUs back: systemd
 (252, Debian 12) then leaves the cgroup's ``cpuset.cpus`` as it was, so
 the unit's processes stayed on the reserved CPUs after an undo that
-reported success (seen on the 2-node VM, tests/vm). ``restore`` widens a
-unit to every online CPU (and memory node) first, then sets the recorded
-value, and checks ``EffectiveCPUs`` afterwards (every online CPU, or empty
-when systemd switched the unit's cpuset off): a unit still confined is a
-failure, never a success.
+reported success (seen on the 2-node VM, tests/vm). ``restore`` widens
+every unit to every online CPU (and memory node) first, then sets the
+recorded value, and checks ``EffectiveCPUs`` afterwards (the recorded
+CPUs, every online CPU for an empty value, or empty when systemd switched
+the unit's cpuset off): a unit left narrower is a failure, never a
+success.
+
+A recorded value is not taken blindly: a non-empty ``AllowedCPUs`` that
+leaves out any of the reserved CPUs that apply confined the unit to
+(``restore(record, reserved)``) is not restored: the unit is given every
+CPU instead, with a warning naming the value. Before the D-Bus replies
+were checked (issue 40, H-1) another local user could make ``apply``
+record such a value (``AllowedCPUs=1``, a guests' CPU), which ``undo``
+then set, leaving every host daemon on the guests' CPU while it reported
+success; an operator who confined a unit by hand before ``apply`` did so
+around the host's CPUs, which the reserved ones are.
 
 systemd is reached through ``Systemctl`` (the command, on PATH) or,
 where there is none (kolla's images), ``systemdbus.Manager`` (its D-Bus
@@ -29,12 +40,14 @@ argument list, never through a shell.
 """
 
 import subprocess
+import time
 import typing
 
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import BackendUnreachable
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import systemdbus
 
@@ -58,11 +71,21 @@ class Systemctl:
     def __str__(self) -> str:
         return self.path
 
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str,
+             deadline: typing.Optional[float] = None) -> str:
         argv = [self.path] + list(args)
+        timeout = float(TIMEOUT)
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+            if timeout <= 0:
+                raise BackendUnreachable('%s: not run: no time left'
+                                         % ' '.join(argv))
         try:
             proc = subprocess.run(argv, capture_output=True, text=True,
-                                  timeout=TIMEOUT, check=False)
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise BackendUnreachable('%s did not end within %g s'
+                                     % (' '.join(argv), timeout)) from None
         except (OSError, subprocess.SubprocessError) as exc:
             raise BackendError('%s failed: %s' % (' '.join(argv), exc)) \
                 from None
@@ -73,11 +96,12 @@ class Systemctl:
                                            % proc.returncode))
         return proc.stdout
 
-    def show(self, unit: str) -> dict[str, str]:
+    def show(self, unit: str, deadline: typing.Optional[float] = None
+             ) -> dict[str, str]:
         """The unit's CPU properties, as systemd reports them."""
         return _props(self._run('show', '-p', 'AllowedCPUs', '-p',
                                 'EffectiveCPUs', '-p', 'AllowedMemoryNodes',
-                                unit))
+                                unit, deadline=deadline))
 
     def set_runtime(self, unit: str,
                     props: typing.Mapping[str, str]) -> None:
@@ -120,9 +144,11 @@ class Systemd:
         return cls(s.slices, s.cpus, s.mems, s.systemctl,
                    system_bus=s.system_bus)
 
-    def show(self, unit: str) -> dict[str, str]:
-        """The unit's CPU properties, as systemd reports them."""
-        return self.systemd.show(unit)
+    def show(self, unit: str, deadline: typing.Optional[float] = None
+             ) -> dict[str, str]:
+        """The unit's CPU properties, as systemd reports them (asked no
+        later than ``deadline``, a ``time.monotonic()`` time)."""
+        return self.systemd.show(unit, deadline)
 
     def _wanted(self) -> dict[str, str]:
         props = {'AllowedCPUs': cpuset.format(self.cpus)}
@@ -162,45 +188,80 @@ class Systemd:
             LOG.info('isolation: %s confined to CPUs %s', unit,
                      cpuset.format(self.cpus))
 
-    def restore(self, record: typing.Mapping[str, typing.Any]) -> list[str]:
+    def restore(self, record: typing.Mapping[str, typing.Any],
+                reserved: typing.Optional[frozenset[int]] = None
+                ) -> list[str]:
         """Give every recorded unit its previous values back; a list of
-        what failed."""
+        what failed. ``reserved``: the CPUs apply confined the units to
+        (the state's ``cpus``), against which a recorded value is
+        checked."""
         failed: list[str] = []
         for unit, props in sorted(record.get('previous', {}).items()):
             try:
-                self._restore_unit(unit, props)
+                self._restore_unit(unit, props, reserved)
             except BackendError as exc:
                 LOG.warning('isolation: %s', exc)
                 failed.append(str(exc))
         return failed
 
-    def _restore_unit(self, unit: str,
-                      props: typing.Mapping[str, str]) -> None:
+    def _restore_unit(self, unit: str, props: typing.Mapping[str, str],
+                      reserved: typing.Optional[frozenset[int]] = None
+                      ) -> None:
         cpus, mems = self.online or (None, None)
+        target = dict(props)
+        recorded = props.get('AllowedCPUs', '')
+        if recorded and not _holds(recorded, reserved):
+            LOG.warning(
+                'isolation: %s: the recorded AllowedCPUs=%s leaves out '
+                'reserved CPUs %s, to which apply confined it: not what a '
+                'unit confined by hand had (a forged D-Bus reply could '
+                'have recorded it); giving it every CPU instead', unit,
+                recorded, cpuset.format(reserved or frozenset()))
+            target['AllowedCPUs'] = ''
         wide: dict[str, str] = {}
-        if cpus and not props.get('AllowedCPUs'):
+        if cpus:
             wide['AllowedCPUs'] = cpuset.format(cpus)
-        if mems and 'AllowedMemoryNodes' in props and \
-                not props['AllowedMemoryNodes']:
+        if mems and 'AllowedMemoryNodes' in target:
             wide['AllowedMemoryNodes'] = cpuset.format(mems)
         if wide:
-            # systemd writes a set to the kernel, never an empty one.
+            # systemd writes a set to the kernel, never an empty one: the
+            # unit gets every CPU first, whatever it gets back after.
             self._set(unit, wide)
-        self._set(unit, props)
-        if 'AllowedCPUs' in wide:
+        self._set(unit, target)
+        if cpus:
+            value = target.get('AllowedCPUs', '')
+            try:
+                expected = cpuset.format(cpus & cpuset.parse(
+                    ','.join(value.split())) if value else cpus)
+            except cpuset.CpusetError as exc:
+                raise BackendError('%s: recorded AllowedCPUs=%s: %s'
+                                   % (unit, value, exc)) from None
             effective = _canonical(self.show(unit).get('EffectiveCPUs', ''))
             # Empty: systemd switched the unit's cpuset controller off
             # (nothing restricts it: seen on an empty user.slice).
-            if effective not in ('', wide['AllowedCPUs']):
+            if effective not in ('', expected):
                 raise BackendError(
-                    '%s: still on CPUs %s after AllowedCPUs= (online: %s)'
-                    % (unit, effective, wide['AllowedCPUs']))
+                    '%s: still on CPUs %s after AllowedCPUs=%s (expected '
+                    '%s; online: %s)' % (unit, effective, value, expected,
+                                         cpuset.format(cpus)))
 
-    def status(self) -> dict[str, typing.Any]:
+    def status(self, deadline: typing.Optional[float] = None
+               ) -> dict[str, typing.Any]:
+        """The units as systemd reports them, asked no later than
+        ``deadline`` (``time.monotonic()``): once systemd did not answer
+        one in time, the units after it are not asked (each says so).
+        ``units_unknown``: how many could not be read."""
         units: dict[str, dict[str, str]] = {}
+        unreachable: typing.Optional[str] = None
         for unit in self.slices + [GUESTS]:
+            if unreachable is not None:
+                units[unit] = {'error': 'not asked: %s' % unreachable}
+                continue
             try:
-                units[unit] = self.show(unit)
+                units[unit] = self.show(unit, deadline)
+            except BackendUnreachable as exc:
+                unreachable = str(exc)
+                units[unit] = {'error': unreachable}
             except BackendError as exc:
                 units[unit] = {'error': str(exc)}
         confined = [u for u in self.slices
@@ -208,7 +269,20 @@ class Systemd:
                     cpuset.format(self.cpus)]
         return {'slices': units, 'confined': len(confined),
                 'not_confined': len(self.slices) - len(confined),
+                'units_unknown': sum(1 for u in units.values()
+                                     if 'error' in u),
                 'systemd_through': str(self.systemd)}
+
+
+def _holds(text: str, cpus: typing.Optional[frozenset[int]]) -> bool:
+    """Whether CPU list ``text`` (systemd's syntax) holds every CPU of
+    ``cpus`` (True when ``cpus`` is unknown)."""
+    if not cpus:
+        return True
+    try:
+        return cpus <= cpuset.parse(','.join(text.split()))
+    except cpuset.CpusetError:
+        return False
 
 
 def _canonical(text: str) -> str:

@@ -23,11 +23,29 @@ Invariants:
   a container gets it by mounting the host's /run), never an address
   from the environment (``DBUS_SYSTEM_BUS_ADDRESS``): root talks to the
   bus root's daemon listens on, not one that a caller chose;
+* only systemd answers: at connect, after Hello, the bus is asked which
+  unique name owns ``org.freedesktop.systemd1`` (``GetNameOwner``), and
+  every call is sent to that unique name. A message is taken as the
+  answer to a call only when it is a ``method_return`` or an ``error``
+  that carries the call's serial and comes from that unique name (an
+  ``error`` from the bus itself too: it answers calls it cannot
+  deliver, systemd gone or restarted under another name, and the
+  connection is then dropped, so the next call asks again), and a
+  ``method_return`` only with the signature the call expects (a body of
+  another signature is a ``BackendError``). The bus
+  sets every message's sender itself, so no other peer can send as
+  systemd or as the bus; serials are predictable and our unique name is
+  public, and a peer can send us a signal (or, on some buses, a method
+  return) carrying any reply serial: anything else is dropped and
+  counted (``ignored``; a debug line each, one warning per call for
+  those that carried its serial);
 * every blocking step is time-bounded: connecting and authenticating,
-  Hello, each call's send and its reply (``TIMEOUT`` seconds each); a
-  step that runs out of time is a ``BackendError`` naming the call, and
-  the connection is dropped (its stream is no longer in step); the next
-  call connects afresh (dbus-daemon may have restarted);
+  Hello, GetNameOwner, each call's send and its reply (``TIMEOUT``
+  seconds each, and never beyond a caller's ``deadline``); a step that
+  runs out of time or a connection that breaks is a
+  ``BackendUnreachable`` (a ``BackendError``) naming the call, and the
+  connection is dropped (its stream is no longer in step); the next call
+  connects afresh (dbus-daemon or systemd may have restarted);
 * a D-Bus error reply is a ``BackendError`` with systemd's own message
   (``Unit user.slice not found.``); the connection stays;
 * runtime properties only (runtime=true): like ``set-property
@@ -36,18 +54,27 @@ Invariants:
 """
 
 import itertools
+import re
 import socket
 import threading
 import time
 import typing
 
+from oslo_log import log as logging
+
 from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import BackendUnreachable
+
+LOG = logging.getLogger(__name__)
 
 SOCKET = '/run/dbus/system_bus_socket'
 TIMEOUT = 30  # seconds; systemctl's own default is 25 s (D-Bus's)
 SYSTEMD = 'org.freedesktop.systemd1'
+# The bus itself: the sender of its own replies (Hello, GetNameOwner) and
+# of the errors for calls it cannot deliver; no peer can send as it.
+DRIVER = 'org.freedesktop.DBus'
 MANAGER_PATH = '/org/freedesktop/systemd1'
 MANAGER = 'org.freedesktop.systemd1.Manager'
 PROPERTIES = 'org.freedesktop.DBus.Properties'
@@ -58,6 +85,9 @@ INTERFACES = {'slice': 'org.freedesktop.systemd1.Slice',
 # What the backend reads; each a CPU or memory node set (``ay``).
 SHOWN = ('AllowedCPUs', 'EffectiveCPUs', 'AllowedMemoryNodes')
 SETTABLE = ('AllowedCPUs', 'AllowedMemoryNodes')
+# D-Bus's own rule for an object path (jeepney refuses any other when a
+# message to it is made).
+_OBJECT_PATH = re.compile(r'/|(/[A-Za-z0-9_]+)+', re.ASCII)
 
 
 def available() -> typing.Optional[str]:
@@ -78,6 +108,16 @@ def message(path: str, interface: str, method: str, signature: str,
         method, signature, body)
 
 
+def _bound(seconds: float,
+           deadline: typing.Optional[float]) -> tuple[float, bool]:
+    """(the monotonic time one step must end by, whether the caller's
+    ``deadline`` rather than ``seconds`` sets it)."""
+    end = time.monotonic() + seconds
+    if deadline is not None and deadline < end:
+        return deadline, True
+    return end, False
+
+
 class Bus:
     """One connection to the system bus, opened at first use."""
 
@@ -88,85 +128,203 @@ class Bus:
         self._parser: typing.Any = None  # a jeepney Parser once connected
         self._serials: typing.Optional[typing.Iterator[int]] = None
         self._lock = threading.Lock()  # one exchange at a time
+        # systemd's unique name on this connection (GetNameOwner)
+        self.owner: typing.Optional[str] = None
+        self.ignored = 0  # messages dropped: not the answer awaited
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
         self._sock = None
+        self.owner = None
 
-    def _connect(self) -> None:
+    def _connect(self, deadline: typing.Optional[float]) -> None:
         import jeepney
         from jeepney.bus_messages import message_bus
         from jeepney.io.blocking import prep_socket
-        self._sock = prep_socket(self.path, timeout=self.timeout)
+        end, _ = _bound(self.timeout, deadline)
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError('no time left to connect')
+        try:
+            self._sock = prep_socket(self.path, timeout=left)
+        except TimeoutError:
+            raise TimeoutError('the bus did not authenticate us within '
+                               '%.3g s' % left) from None
         self._parser = jeepney.Parser()
         self._serials = itertools.count(1)
-        self._exchange(message_bus.Hello())
+        self._answer(self._exchange(message_bus.Hello(), (DRIVER,),
+                                    deadline), 's',
+                     'D-Bus Hello through %s' % self.path)
+        owner, = self._answer(self._exchange(
+            message_bus.GetNameOwner(SYSTEMD), (DRIVER,), deadline), 's',
+            'D-Bus GetNameOwner(%s) through %s' % (SYSTEMD, self.path))
+        if not owner.startswith(':'):
+            raise BackendError('the bus names %r as the owner of %s, not a '
+                               'unique name' % (owner, SYSTEMD))
+        self.owner = owner
 
-    def _exchange(self, msg: typing.Any) -> typing.Any:
+    def _exchange(self, msg: typing.Any, senders: tuple[str, ...],
+                  deadline: typing.Optional[float]) -> typing.Any:
+        """Send ``msg``; its answer from one of ``senders`` (a jeepney
+        Message, a method return or an error). Everything else that
+        arrives meanwhile is dropped."""
         from jeepney import HeaderFields
         # Only after _connect, which sets both.
         assert self._sock is not None and self._serials is not None
         serial = next(self._serials)
-        deadline = time.monotonic() + self.timeout
-        self._sock.settimeout(self.timeout)
+        end, cut = _bound(self.timeout, deadline)
+        forged: list[str] = []
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError('no time left')
+        self._sock.settimeout(left)
         self._sock.sendall(msg.serialise(serial=serial))
-        while True:
-            reply = self._parser.get_next_message()
-            if reply is None:
-                left = deadline - time.monotonic()
-                try:
-                    if left <= 0:
-                        raise socket.timeout()
-                    self._sock.settimeout(left)
-                    data = self._sock.recv(65536)
-                except socket.timeout:
-                    raise TimeoutError('no reply within %s s'
-                                       % self.timeout) from None
-                if not data:
-                    raise ConnectionResetError('the bus closed the '
-                                               'connection')
-                self._parser.add_data(data)
-            elif reply.header.fields.get(HeaderFields.reply_serial) == \
-                    serial:
-                return reply
-            # Anything else (NameAcquired, a signal) is not an answer.
+        try:
+            while True:
+                reply = self._parser.get_next_message()
+                if reply is None:
+                    left = end - time.monotonic()
+                    try:
+                        if left <= 0:
+                            raise socket.timeout()
+                        self._sock.settimeout(left)
+                        data = self._sock.recv(65536)
+                    except socket.timeout:
+                        raise TimeoutError(
+                            'no reply in the time left' if cut else
+                            'no reply within %s s' % self.timeout) from None
+                    if not data:
+                        raise ConnectionResetError('the bus closed the '
+                                                   'connection')
+                    self._parser.add_data(data)
+                    continue
+                why = _not_the_answer(reply, serial, senders)
+                if why is None:
+                    return reply
+                self.ignored += 1
+                fields = reply.header.fields
+                LOG.debug('isolation: D-Bus: ignored a %s from %s: %s',
+                          reply.header.message_type.name,
+                          fields.get(HeaderFields.sender), why)
+                if fields.get(HeaderFields.reply_serial) == serial:
+                    forged.append(str(fields.get(HeaderFields.sender)))
+        finally:
+            if forged:
+                LOG.warning(
+                    'isolation: D-Bus %s: ignored %d messages that carried '
+                    'its serial but were not its answer (from %s; systemd '
+                    'is %s): another peer on the bus tries to answer for '
+                    'systemd', msg.header.fields.get(HeaderFields.member),
+                    len(forged), ', '.join(sorted(set(forged))[:5]),
+                    self.owner or 'not known yet')
 
-    def call(self, msg: typing.Any) -> tuple[typing.Any, ...]:
-        """The reply's body; ``BackendError`` for an error reply, a
-        timeout or a broken connection."""
+    @staticmethod
+    def _answer(reply: typing.Any, signature: str,
+                what: typing.Any) -> tuple[typing.Any, ...]:
+        """The body of ``reply``; ``BackendError`` for an error reply or
+        a body of another signature than ``signature``."""
         from jeepney import HeaderFields
         from jeepney import MessageType
+        fields = reply.header.fields
+        if reply.header.message_type is MessageType.error:
+            name = fields.get(HeaderFields.error_name)
+            text = reply.body[0] if reply.body and isinstance(
+                reply.body[0], str) else name
+            raise BackendError('%s: %s' % (what, text))
+        got = fields.get(HeaderFields.signature, '')
+        if got != signature:
+            raise BackendError('%s: the answer has a body of signature '
+                               '%r, not %r' % (what, got, signature))
+        body: tuple[typing.Any, ...] = reply.body
+        return body
+
+    def _to_owner(self, msg: typing.Any) -> typing.Any:
+        """``msg`` sent to systemd's unique name instead of its
+        well-known one: to the peer whose answers are taken."""
+        from jeepney import HeaderFields
+        from jeepney.low_level import Header
+        from jeepney.low_level import Message
+        fields = dict(msg.header.fields)
+        if fields.get(HeaderFields.destination) != SYSTEMD:
+            return msg
+        fields[HeaderFields.destination] = self.owner
+        h = msg.header
+        return Message(Header(h.endianness, h.message_type, h.flags,
+                              h.protocol_version, h.body_length, h.serial,
+                              fields), msg.body)
+
+    def call(self, msg: typing.Any, signature: str,
+             deadline: typing.Optional[float] = None
+             ) -> tuple[typing.Any, ...]:
+        """The body of systemd's reply to ``msg``, which must have the
+        D-Bus ``signature``; ``BackendError`` for an error reply or
+        another body, ``BackendUnreachable`` for a timeout (each step at
+        most ``timeout`` seconds, and none beyond ``deadline``, a
+        ``time.monotonic()`` time) or a broken connection."""
+        from jeepney import HeaderFields
         what = msg.header.fields.get(HeaderFields.member)
         with self._lock:
             try:
                 if self._sock is None:
-                    self._connect()
-                reply = self._exchange(msg)
-            except (OSError, ValueError) as exc:  # TimeoutError is one
+                    self._connect(deadline)
+                reply = self._exchange(self._to_owner(msg),
+                                       (str(self.owner),), deadline)
+                if reply.header.fields.get(HeaderFields.sender) == DRIVER:
+                    # The bus could not deliver the call (systemd gone,
+                    # restarted under another name, no reply): the next
+                    # call asks who systemd is again.
+                    self.close()
+            except BackendError:
+                self.close()  # GetNameOwner failed: no systemd known
+                raise
+            except OSError as exc:  # TimeoutError is one
+                self.close()
+                raise BackendUnreachable(
+                    'D-Bus %s through %s: %s' % (
+                        what, self.path, str(exc) or type(exc).__name__)) \
+                    from None
+            except ValueError as exc:  # the stream cannot be parsed
                 self.close()
                 raise BackendError(
                     'D-Bus %s through %s: %s' % (
                         what, self.path, str(exc) or type(exc).__name__)) \
                     from None
-        if reply.header.message_type is MessageType.error:
-            name = reply.header.fields.get(HeaderFields.error_name)
-            text = reply.body[0] if reply.body and isinstance(
-                reply.body[0], str) else name
-            raise BackendError('%s: %s' % (what, text))
-        return reply.body
+        return self._answer(reply, signature, what)
+
+
+def _not_the_answer(reply: typing.Any, serial: int,
+                    senders: tuple[str, ...]) -> typing.Optional[str]:
+    """Why ``reply`` is not the answer to call ``serial`` awaited from
+    one of ``senders``, or None when it is."""
+    from jeepney import HeaderFields
+    from jeepney import MessageType
+    fields = reply.header.fields
+    if fields.get(HeaderFields.reply_serial) != serial:
+        return 'not about this call'
+    kind = reply.header.message_type
+    if kind not in (MessageType.method_return, MessageType.error):
+        return 'a %s is no answer' % kind.name
+    sender = fields.get(HeaderFields.sender)
+    if sender in senders or (kind is MessageType.error and
+                             sender == DRIVER):
+        return None
+    return 'not sent by %s' % ' or '.join(senders)
 
 
 class Caller(typing.Protocol):
     """What ``Manager`` needs of a bus (``Bus``, or a test's fake)."""
 
-    def call(self, msg: typing.Any) -> tuple[typing.Any, ...]:
-        """The body of the reply to ``msg`` (a jeepney ``Message``)."""
+    def call(self, msg: typing.Any, signature: str,
+             deadline: typing.Optional[float] = None
+             ) -> tuple[typing.Any, ...]:
+        """The body of systemd's reply to ``msg`` (a jeepney
+        ``Message``), of D-Bus signature ``signature``."""
 
 
 class Manager:
-    """systemd's manager on ``bus`` (anything with ``call(message)``
-    returning the reply's body)."""
+    """systemd's manager on ``bus`` (anything with ``call(message,
+    signature, deadline)`` returning the reply's body)."""
 
     def __init__(self, bus: Caller) -> None:
         self.bus = bus
@@ -174,22 +332,34 @@ class Manager:
     def __str__(self) -> str:
         return 'D-Bus at %s' % getattr(self.bus, 'path', self.bus)
 
-    def _unit_path(self, unit: str) -> str:
-        return self.bus.call(message(MANAGER_PATH, MANAGER, 'LoadUnit',
-                                     's', (unit,)))[0]
+    def _unit_path(self, unit: str,
+                   deadline: typing.Optional[float]) -> str:
+        path, = self.bus.call(message(MANAGER_PATH, MANAGER, 'LoadUnit',
+                                      's', (unit,)), 'o', deadline)
+        if not isinstance(path, str) or not _OBJECT_PATH.fullmatch(path):
+            raise BackendError('%s: LoadUnit answered %r, not an object '
+                               'path' % (unit, path))
+        return path
 
-    def show(self, unit: str) -> dict[str, str]:
+    def show(self, unit: str, deadline: typing.Optional[float] = None
+             ) -> dict[str, str]:
         """``{property: 'cpu list'}`` for ``SHOWN``, as systemctl prints
-        them."""
+        them; nothing asked beyond ``deadline`` (``time.monotonic()``)."""
         interface = INTERFACES.get(unit.rsplit('.', 1)[-1])
         if interface is None:
             raise BackendError('%s: not a slice, scope or service' % unit)
-        path = self._unit_path(unit)
+        path = self._unit_path(unit, deadline)
         props: dict[str, str] = {}
         for name in SHOWN:
-            (signature, value), = self.bus.call(message(
-                path, PROPERTIES, 'Get', 'ss', (interface, name)))
-            if signature != 'ay':
+            body = self.bus.call(message(
+                path, PROPERTIES, 'Get', 'ss', (interface, name)), 'v',
+                deadline)
+            try:
+                (signature, value), = body
+            except (TypeError, ValueError):
+                raise BackendError('%s: %s: %r is not a variant'
+                                   % (unit, name, body)) from None
+            if signature != 'ay' or not isinstance(value, bytes):
                 raise BackendError('%s: %s is %r, not a CPU mask'
                                    % (unit, name, signature))
             try:
@@ -215,4 +385,4 @@ class Manager:
                     from None
             values.append((name, ('ay', mask)))
         self.bus.call(message(MANAGER_PATH, MANAGER, 'SetUnitProperties',
-                              'sba(sv)', (unit, True, values)))
+                              'sba(sv)', (unit, True, values)), '')

@@ -7,7 +7,8 @@ never writes to libvirt.
 * ``metrics``: the Prometheus collectors and exposition;
   ``passstats``: the pass counters of a process; ``textfile``: the
   textfile written after each pass; ``endpoint``: ``/metrics`` over
-  HTTP, on ``httpserve``; ``passmetrics``: the three together for a
+  HTTP, on ``httpserve``, concurrent scrapes sharing one read
+  (``singleflight``); ``passmetrics``: the three together for a
   process that runs passes;
 * ``render``: the plan as a table; ``stealview``: steal per guest and
   node for ``nova-pinning top``.

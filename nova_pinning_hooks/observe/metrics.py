@@ -3,7 +3,8 @@
 ``exposition(view, stats)`` renders, with ``prometheus_client``, the
 Prometheus text format of a ``HostView`` (read by ``read_view``: the plan
 of the host, one bulk sample of vCPU counters, the ratio in force and its
-source, the isolation state) and of the passes so far (``passstats``).
+source, the isolation status the isolation agent published) and of the
+passes so far (``passstats``).
 The long-lived runners of passes (nova-compute's pass thread, the
 ``nova-pinning agent`` worker) count their passes and, with
 ``[nova_pinning] metrics_textfile`` set, write it after each pass for
@@ -36,6 +37,12 @@ Invariants:
   all guests' vCPU counters; a part that cannot be read (libvirt down,
   no ratio) leaves its series out and sets ``nova_pinning_up`` to 0,
   never raises out of ``read_view``;
+* reading never asks systemd: the isolation series come from the status
+  the isolation agent publishes after each sweep
+  (``isolation.report.published``: one small file), with its time and
+  whether it is stale; a hung D-Bus costs a pass and a scrape nothing;
+* concurrent scrapes of one endpoint share one read in flight
+  (``LiveCollector``), never queue behind one another;
 * ``nova_pinning_build_info{version="1.0.0"} 1`` names the installed
   release in every exposition, whatever could be read;
 * a series a dashboard panel or an alert rule reads (``etc/``) is
@@ -47,7 +54,6 @@ Invariants:
 
 import dataclasses
 import datetime
-import threading
 import time
 import typing
 
@@ -58,10 +64,12 @@ from prometheus_client import registry as prom_registry
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
 from nova_pinning_hooks.observe import passstats
+from nova_pinning_hooks.observe import singleflight
 from nova_pinning_hooks.observe import version
 
 PREFIX = 'nova_pinning_'
@@ -74,7 +82,7 @@ class HostView:
     # uuid -> {'name', 'vcpus'} (virt.vcpu_stats)
     sample: typing.Optional[hostport.VcpuSample] = None
     ratio_source: typing.Optional[str] = None
-    # isolation.report.status()
+    # isolation.report.published(): the agent's status, never systemd
     isolation: typing.Optional[dict[str, typing.Any]] = None
     # {'written', 'boot'} (Unix times; written 0: missing or unusable),
     # None when [nova_pinning] allocation_ratio stands in for the file
@@ -126,12 +134,12 @@ def read_view(rec: reconciler.Reconciler, conf: typing.Any,
     """A HostView of the live host through reconciler ``rec``: its plan
     (``plan``, e.g. the one a pass just applied, or read and planned now:
     no pass, no write), one sample of vCPU counters, the ratio's source,
-    the isolation state. Never raises: what failed is in ``errors``.
+    the isolation agent's published status. Never raises: what failed is
+    in ``errors``.
 
     The ratio and CPU sets (``settings.HostSettings``, the overcommit
     file's) are read once: a pass hands its own (``settings``), or they
-    are read here, and the same serve the plan, the isolation state and
-    the file's times."""
+    are read here, and the same serve the plan and the file's times."""
     view = HostView(plan=plan)
     try:
         if settings is None:
@@ -146,9 +154,10 @@ def read_view(rec: reconciler.Reconciler, conf: typing.Any,
     except Exception as exc:
         view.errors.append('vcpu stats: %s: %s' % (type(exc).__name__, exc))
     if isolation:
-        view.isolation = report.status(
-            conf, nova_sets=None if settings is None
-            else settings.nova_sets())
+        # The agent's published status: one small file, never systemd
+        # (up to 16 D-Bus calls of 30 s each, on nova-compute's pass
+        # thread, before).
+        view.isolation = report.published(conf)
     view.overcommit = overcommit_times(conf, settings)
     return view
 
@@ -323,6 +332,23 @@ class _Collector:
                               else len(value))
             yield family
         yield from _kernel_work(iso)
+        written = iso.get('status_written')
+        stamp = core.GaugeMetricFamily(
+            PREFIX + 'isolation_status_timestamp_seconds', 'When the '
+            'isolation agent last published its status, read by these '
+            'metrics (Unix time; 0: none published).')
+        stamp.add_metric([], float(written) if isinstance(
+            written, (int, float)) and not isinstance(written, bool)
+            else 0.0)
+        yield stamp
+        stale = core.GaugeMetricFamily(
+            PREFIX + 'isolation_status_stale', '1 if the isolation '
+            'agent\'s status is older than %d of its sweeps (watch is not '
+            'running, or stuck), or unreadable: the other isolation '
+            'series are as it last published them.'
+            % statusfile.STALE_SWEEPS)
+        stale.add_metric([], 1 if iso.get('status_stale') is True else 0)
+        yield stale
 
     def _overcommit(self) -> typing.Iterator[core.Metric]:
         oc = self.view.overcommit
@@ -418,25 +444,33 @@ def exposition(view: HostView,
 
 
 class LiveCollector:
-    """For the HTTP endpoint: a fresh HostView at every scrape, one
-    scrape at a time, through one reconciler (its libvirt connection is
-    kept between scrapes), with the pass counters ``stats`` of the
-    process when it runs passes (the agent, nova-compute). There the
-    plan is the last pass's (passes follow libvirt's events), so a
-    scrape costs one libvirt call, the bulk sample of vCPU counters, as
-    the textfile written after the pass does; before the first pass, and
-    for the exporter, the host is read and planned at each scrape."""
+    """For the HTTP endpoint: a fresh HostView at every scrape, through
+    one reconciler (its libvirt connection is kept between scrapes),
+    with the pass counters ``stats`` of the process when it runs passes
+    (the agent, nova-compute). There the plan is the last pass's (passes
+    follow libvirt's events), so a scrape costs one libvirt call, the
+    bulk sample of vCPU counters, as the textfile written after the pass
+    does; before the first pass, and for the exporter, the host is read
+    and planned at each scrape.
+
+    One read at a time, shared: a scrape that arrives while a read is in
+    flight waits for that read and answers with it (single-flight), so
+    concurrent scrapes end together instead of one read after another
+    (5 scrapes of a 2 s read ended at 2, 4, 6, 8 and 10 s before)."""
 
     def __init__(self, rec: reconciler.Reconciler, conf: typing.Any,
                  stats: typing.Optional[passstats.PassStats] = None
                  ) -> None:
         self.rec, self.conf, self.stats = rec, conf, stats
-        self._lock = threading.Lock()
+        self._flight: singleflight.SingleFlight[HostView] = \
+            singleflight.SingleFlight()
+
+    def _read(self) -> HostView:
+        plan = self.stats.last_plan if self.stats is not None else None
+        return read_view(self.rec, self.conf, plan=plan)
 
     def collect(self) -> typing.Iterator[core.Metric]:
-        plan = self.stats.last_plan if self.stats is not None else None
-        with self._lock:
-            view = read_view(self.rec, self.conf, plan=plan)
+        view = self._flight.do(self._read)
         yield from _Collector(view, self.stats).collect()
 
     def render(self) -> bytes:
@@ -444,5 +478,3 @@ class LiveCollector:
         registry = prom_registry.CollectorRegistry(auto_describe=False)
         registry.register(self)
         return prom_exposition.generate_latest(registry)
-
-

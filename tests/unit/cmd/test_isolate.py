@@ -1,7 +1,12 @@
 """``nova-pinning-isolate``: exit statuses, messages, status text."""
 
+import functools
 import io
+import json
 import os
+import socket
+import sys
+import time
 
 import fixtures
 import testtools
@@ -11,6 +16,7 @@ from nova_pinning_hooks.isolation import kernelwork
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import state
 from tests.unit.isolation import fakehost
+from tests.unit.isolation import test_systemd
 from tests.unit.isolation.test_kernelwork import PinsCase
 
 
@@ -148,6 +154,119 @@ class TestStatus(PinsCase):
                       'still allowed on one-to-one CPUs\n', text)
         self.assertIn('interrupts firing on one-to-one CPUs in ', text)
         self.assertIn(': 1 (28: 51)\n', text)
+
+
+class StatusCli(testtools.TestCase):
+    """``nova-pinning-isolate status`` in systemd mode, on the fake host
+    (its paths given to ``report``: the command uses the real host's)."""
+
+    def setUp(self):
+        super().setUp()
+        self.host = self.useFixture(fakehost.FakeHost())
+        with open(os.path.join(self.host.cgroot, 'cgroup.controllers'),
+                  'w') as f:
+            f.write('cpuset cpu io memory pids\n')
+        self.state_file = os.path.join(self.host.top, 'state', 'iso.json')
+        for name in ('status', 'published'):
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova_pinning_hooks.isolation.report.' + name,
+                functools.partial(getattr(report, name),
+                                  paths=self.host.paths)))
+
+    def run_cli(self, *args):
+        cfgfile = os.path.join(self.host.top, 'nph.conf')
+        with open(cfgfile, 'w') as f:
+            f.write('[nova_pinning]\nreserved_cpus = 0\n'
+                    '[nova_pinning_isolation]\ncgroup_mode = systemd\n'
+                    'cgroup_root = %s\nstate_file = %s\n'
+                    'interrupt_sample_seconds = 0\n'
+                    % (self.host.cgroot, self.state_file))
+        out, err = io.StringIO(), io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
+        code = isolate.main(['--config-file', cfgfile] + list(args))
+        return code, out.getvalue(), err.getvalue()
+
+
+class TestStatusAgainstAHungBus(StatusCli):
+    """issue 40, M-1 and L-6: against a bus that accepts and never
+    answers, status took 121 s (4 units, 30 s each, one reconnection
+    after another) and exited 0. Now one total deadline
+    (``status_timeout``, 5 s), the units after the first that did not
+    answer not asked, and exit 1."""
+
+    def test_status_ends_by_its_deadline_and_fails(self):
+        # No systemctl: the D-Bus path. A socket that takes connections
+        # and never answers, not even the authentication.
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', self.useFixture(fixtures.TempDir()).path))
+        path = self.host.paths.system_bus
+        os.makedirs(os.path.dirname(path))
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(16)
+        self.addCleanup(listener.close)
+        start = time.monotonic()
+        code, out, err = self.run_cli('status')
+        took = time.monotonic() - start
+        self.assertLess(took, 5 + 2)
+        self.assertEqual(1, code, (out, err))
+        self.assertEqual(1, len(err.splitlines()), err)
+        self.assertIn('nova-pinning-isolate: error: systemd answered for 0 '
+                      'of 4 units: D-Bus LoadUnit through %s' % path, err)
+        self.assertIn('init.scope: error=not asked: D-Bus LoadUnit', out)
+        self.assertIn('units confined: 0, not confined: 3', out)
+
+
+class TestStatusExitStatus(StatusCli):
+    """Through a fake systemctl (tests/unit/isolation/test_systemd.py's):
+    exit 0 when systemd answered for every unit, 1 when not."""
+
+    def setUp(self):
+        super().setUp()
+        bin_dir = os.path.join(self.host.top, 'bin')
+        os.makedirs(bin_dir)
+        self.units_path = os.path.join(self.host.top, 'units.json')
+        self.set_units(test_systemd.SLICES + ('machine.slice',))
+        script = os.path.join(bin_dir, 'systemctl')
+        with open(script, 'w') as f:
+            f.write(test_systemd.FAKE.format(
+                python=sys.executable, units=self.units_path,
+                log=os.path.join(self.host.top, 'systemctl.log')))
+        os.chmod(script, 0o755)
+        self.useFixture(fixtures.EnvironmentVariable('PATH', bin_dir))
+
+    def set_units(self, names):
+        with open(self.units_path, 'w') as f:
+            json.dump({u: {} for u in names}, f)
+
+    def test_0_when_systemd_answers_1_when_not(self):
+        code, out, err = self.run_cli('status')
+        self.assertEqual((0, ''), (code, err))
+        self.assertIn('units confined: 0, not confined: 3\n', out)
+        self.assertIn('agent status: no status from the isolation agent',
+                      out)
+        self.assertEqual(0, self.run_cli('apply')[0])
+        code, out, err = self.run_cli('status')
+        self.assertEqual((0, ''), (code, err))
+        self.assertIn('units confined: 3, not confined: 0\n', out)
+        self.assertIn('agent status: applied, published ', out)
+        self.assertIn(' s ago (a sweep every 30 s)\n', out)
+        code, out, err = self.run_cli('status', '--format', 'json')
+        self.assertEqual(0, code)
+        agent = json.loads(out)['agent']
+        self.assertEqual(('applied', False),
+                         (agent['state'], agent['status_stale']))
+        # A unit systemd does not know: what it says, and exit 1.
+        self.set_units(('system.slice', 'init.scope', 'machine.slice'))
+        code, out, err = self.run_cli('status')
+        self.assertEqual(1, code)
+        self.assertIn('user.slice: error=', out)
+        self.assertTrue(err.startswith(
+            'nova-pinning-isolate: error: systemd answered for 3 of 4 '
+            'units: '), err)
+        self.assertIn('Unit user.slice not found.', err)
+        self.assertEqual(1, len(err.splitlines()), err)
 
 
 class TestConfigFilesThatAreNotFiles(testtools.TestCase):

@@ -47,7 +47,10 @@ class TestApply(base.TestCase):
         self.isolator().apply()
         mode = stat.S_IMODE(os.stat(self.state_file).st_mode)
         self.assertEqual(0o600, mode)
-        self.assertEqual(['isolation.json', 'isolation.json.lock'],
+        # Beside it, the status the metrics read (tests/unit/isolation/
+        # test_statusfile.py), readable by the nova user.
+        self.assertEqual(['isolation.json', 'isolation.json.lock',
+                          'isolation.status.json'],
                          sorted(os.listdir(os.path.dirname(
                              self.state_file))))
 

@@ -13,12 +13,14 @@ import json
 import os
 import sys
 import threading
+import time
 
 import fixtures
 
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.isolation import state
 from tests.unit.isolation import base
 
 FAKE = '''#!{python}
@@ -151,7 +153,9 @@ class TestSystemd(SystemdTestCase):
         self.assertEqual('0-1', self.units()['user.slice']['AllowedCPUs'])
         self.assertEqual('', self.units()['init.scope']['AllowedCPUs'])
         self.assertFalse(os.path.exists(self.state_file))
-        self.assertFalse(any('machine.slice' in a for a in self.calls()))
+        # Read for the status (the guests' CPUs), never set.
+        self.assertFalse(any('machine.slice' in a
+                             for a in self.calls('set-property')))
 
     def test_undo_gives_the_kernel_every_cpu_back(self):
         # systemd leaves the cgroup's cpuset as it was on an empty
@@ -186,6 +190,73 @@ class TestSystemd(SystemdTestCase):
         self.assertEqual(1, len(result.failures))
         self.assertIn('user.slice: still on CPUs 0', result.failures[0])
         self.assertTrue(os.path.exists(self.state_file))
+
+    def poison_record(self, value):
+        """The units' previous values in the state file replaced, as a
+        forged D-Bus reply made apply record them before issue 40 H-1
+        (the state file itself stays the agent's, 0600)."""
+        with open(self.state_file) as f:
+            st = json.load(f)
+        for unit in st['systemd']['previous']:
+            st['systemd']['previous'][unit] = {'AllowedCPUs': value}
+        state.save(self.state_file, st)
+
+    def test_undo_never_sets_back_a_value_leaving_out_the_reserved_cpus(self):
+        # reserved_cpus 0; a record saying the units had CPU 1 alone (a
+        # guests' CPU): undo used to set it, "3 restored", and leave
+        # every host daemon on CPU 1.
+        self.isolator().apply()
+        self.poison_record('1')
+        logs = self.useFixture(fixtures.FakeLogger())
+        result = self.undo()
+        self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
+                                              result.failures))
+        self.assertEqual(
+            dict.fromkeys(SLICES, ''),
+            {u: self.units()[u]['AllowedCPUs'] for u in SLICES})
+        st = report.status(self.conf, self.host.paths)
+        self.assertEqual(
+            dict.fromkeys(SLICES, '0-3'),
+            {u: st['slices'][u]['EffectiveCPUs'] for u in SLICES})
+        self.assertIn('system.slice: the recorded AllowedCPUs=1 leaves out '
+                      'reserved CPUs 0', logs.output)
+
+    def test_undo_widens_a_unit_before_its_recorded_value(self):
+        units = self.units()
+        units['user.slice'] = {'AllowedCPUs': '0-1'}
+        self.set_units(units)
+        self.isolator().apply()
+        result = self.undo()
+        self.assertEqual((), result.failures)
+        self.assertEqual(
+            [['set-property', '--runtime', 'user.slice', 'AllowedCPUs=0'],
+             ['set-property', '--runtime', 'user.slice', 'AllowedCPUs=0-3'],
+             ['set-property', '--runtime', 'user.slice', 'AllowedCPUs=0-1']],
+            [a for a in self.calls('set-property') if a[2] == 'user.slice'])
+
+    def test_watch_goes_on_after_any_error_of_a_check(self):
+        # A forged D-Bus reply once made the check raise ValueError
+        # ("Object path ... must start with /"), which ended watch.
+        self.config(sweep_interval=1)
+        iso = self.isolator()
+        ensure, calls = iso.backend.ensure, []
+
+        def failing_at_the_first_sweep():
+            calls.append(1)
+            if len(calls) == 2:  # the first was apply's
+                raise ValueError("Object path ('x') must start with /")
+            ensure()
+        iso.backend.ensure = failing_at_the_first_sweep
+        stop = threading.Event()
+        thread = threading.Thread(target=iso.watch, args=(stop, 30))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        end = time.monotonic() + 20
+        while len(calls) < 3 and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertGreaterEqual(len(calls), 3)
+        self.assertTrue(thread.is_alive())
 
     def reboot(self, boot_id):
         path = os.path.join(self.host.paths.proc, 'sys', 'kernel', 'random',

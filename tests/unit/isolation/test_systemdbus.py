@@ -11,9 +11,12 @@ n // 8) and logs a ``SetUnitProperties`` as the ``systemctl
 set-property --runtime`` line that sends the same, so every test of
 test_systemd runs again here, with systemctl gone from PATH.
 
-``FakeDaemon`` is a D-Bus peer on a real UNIX socket, for the transport
-itself: authentication, Hello, replies among other messages, error
-replies, and a daemon that never answers (the time bound).
+``FakeDaemon`` is a D-Bus bus on a real UNIX socket, for the transport
+itself: authentication, Hello, GetNameOwner, replies among other
+messages, error replies, a daemon that never answers (the time bound),
+and another peer's forged answers (issue 40, H-1: ``forged``, ``flood``):
+``TestOnlySystemdAnswers`` and ``TestWatchUnderAFlood`` run the agent's
+real ``Bus`` against them, ``FakeBus`` playing systemd behind the socket.
 """
 
 import json
@@ -29,6 +32,7 @@ import testtools
 from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import BackendUnreachable
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import systemdbus
@@ -62,6 +66,9 @@ def wire(msg):
 
 
 class FakeBus:
+    """systemd's manager: ``reply_to(msg)`` is its answer (a method
+    return or an error, as jeepney messages); ``call`` is what ``Bus``
+    returns for it."""
 
     def __init__(self, units_path, log_path, behaviour, path):
         self.units_path, self.log_path = units_path, log_path
@@ -75,11 +82,19 @@ class FakeBus:
         with open(self.log_path, 'a') as f:
             f.write(json.dumps(argv) + '\n')
 
-    def _reply(self, msg, signature, body):
-        return wire(jeepney.new_method_return(msg, signature, body)).body
-
-    def call(self, msg):
+    def call(self, msg, signature, deadline=None):
         msg = wire(msg)
+        reply = wire(self.reply_to(msg))
+        fields = reply.header.fields
+        if reply.header.message_type is jeepney.MessageType.error:
+            raise BackendError('%s: %s' % (
+                msg.header.fields[jeepney.HeaderFields.member],
+                reply.body[0]))
+        assert fields.get(jeepney.HeaderFields.signature, '') == \
+            signature, (fields, signature)
+        return reply.body
+
+    def reply_to(self, msg):
         fields = msg.header.fields
         member = fields[jeepney.HeaderFields.member]
         self.behaviour['calls'].append((
@@ -92,9 +107,12 @@ class FakeBus:
             unit, = msg.body
             self._log(['show', unit])
             if unit not in units:
-                raise BackendError('LoadUnit: Unit %s not found.' % unit)
-            return self._reply(msg, 'o', ('/org/freedesktop/systemd1/unit/'
-                                          + unit.replace('.', '_2e'),))
+                return jeepney.new_error(
+                    msg, 'org.freedesktop.systemd1.NoSuchUnit', 's',
+                    ('Unit %s not found.' % unit,))
+            return jeepney.new_method_return(
+                msg, 'o', ('/org/freedesktop/systemd1/unit/'
+                           + unit.replace('.', '_2e'),))
         if member == 'Get':
             unit = fields[jeepney.HeaderFields.path].rsplit('/', 1)[1] \
                 .replace('_2e', '.')
@@ -107,7 +125,8 @@ class FakeBus:
                     props.get('_kernel') or EVERY_CPU)
             else:
                 text = props.get(name, '')
-            return self._reply(msg, 'v', (('ay', systemd_bytes(text)),))
+            return jeepney.new_method_return(
+                msg, 'v', (('ay', systemd_bytes(text)),))
         if member == 'SetUnitProperties':
             unit, runtime, values = msg.body
             assert runtime is True, runtime
@@ -125,7 +144,7 @@ class FakeBus:
             with open(self.units_path + '.tmp', 'w') as f:
                 json.dump(units, f)
             os.replace(self.units_path + '.tmp', self.units_path)
-            return self._reply(msg, '', ())
+            return jeepney.new_method_return(msg, '', ())
         raise AssertionError('unexpected call %s' % member)
 
 
@@ -236,111 +255,241 @@ class TestMasks(testtools.TestCase):
                           bytes(cpumask.MAX_CPUS // 8 + 1))
 
 
-class FakeDaemon(threading.Thread):
-    """One client's D-Bus peer: answers ``answer(msg)`` (a message, a
-    list of them, or None for no answer)."""
+DRIVER = 'org.freedesktop.DBus'
+SYSTEMD = ':1.1'     # systemd's unique name on the fake bus
+ME = ':1.42'         # the agent's
+ATTACKER = ':1.66'   # another local user's connection
 
-    def __init__(self, path, answer):
+
+class FakeDaemon(threading.Thread):
+    """A D-Bus bus on a real UNIX socket, serving each client connection
+    (a thread each) as dbus-daemon does: authentication, the bus's own
+    answers (Hello, GetNameOwner, sent by org.freedesktop.DBus), every
+    message's sender set. Any other call is answered by ``answer(msg)``
+    (a message, a list of them, or None: no answer), sent by systemd's
+    unique name unless it names another sender. ``forge(msg)``: messages
+    another peer sends the client just before the answer to ``msg``
+    (Hello and GetNameOwner included). ``owner``: who owns
+    org.freedesktop.systemd1 (None: nobody)."""
+
+    def __init__(self, path, answer, forge=None, owner=SYSTEMD):
         super().__init__(daemon=True)
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(path)
-        self.listener.listen(1)
-        self.listener.settimeout(10)
-        self.answer = answer
-        self.seen = []
+        self.listener.listen(4)
+        self.listener.settimeout(0.1)
+        self.answer, self.forge, self.owner = answer, forge, owner
+        self.seen = []  # (member, destination) of every message
+        self.connections = 0
         self.stop = threading.Event()
 
     def run(self):
-        conn, _ = self.listener.accept()
-        conn.settimeout(0.1)
-        with conn:
-            buf = b''
-            while b'BEGIN\r\n' not in buf:
-                buf += conn.recv(4096)
-                if b'AUTH' in buf and b'OK' not in buf:
-                    conn.sendall(b'OK 0123456789abcdef0123456789abcdef\r\n')
-                    buf += b'OK'
-            parser = jeepney.Parser()
-            parser.add_data(buf.split(b'BEGIN\r\n', 1)[1])
-            serial = 100
+        served = []
+        with self.listener:
             while not self.stop.is_set():
-                msg = parser.get_next_message()
-                if msg is None:
-                    try:
-                        data = conn.recv(4096)
-                    except socket.timeout:
-                        continue
-                    if not data:
-                        return
-                    parser.add_data(data)
+                try:
+                    conn, _ = self.listener.accept()
+                except socket.timeout:
                     continue
-                self.seen.append(
-                    msg.header.fields[jeepney.HeaderFields.member])
-                replies = self.answer(msg) or []
-                for reply in (replies if isinstance(replies, list)
-                              else [replies]):
-                    serial += 1
-                    conn.sendall(reply.serialise(serial=serial))
+                self.connections += 1
+                thread = threading.Thread(target=self._connection,
+                                          args=(conn,), daemon=True)
+                thread.start()
+                served.append(thread)
+        for thread in served:
+            thread.join(10)
+
+    def _connection(self, conn):
+        with conn:
+            try:
+                self._serve(conn)
+            except OSError:
+                pass  # the client went away
+
+    def _replies(self, msg):
+        member = msg.header.fields[jeepney.HeaderFields.member]
+        if member == 'Hello':
+            return [jeepney.new_method_return(msg, 's', (ME,))], DRIVER
+        if member == 'GetNameOwner':
+            if self.owner is None:
+                return [jeepney.new_error(
+                    msg, 'org.freedesktop.DBus.Error.NameHasNoOwner', 's',
+                    ("Could not get owner of name '%s': no such name"
+                     % msg.body[0],))], DRIVER
+            return [jeepney.new_method_return(msg, 's', (self.owner,))], \
+                DRIVER
+        replies = self.answer(msg) or []
+        return (replies if isinstance(replies, list) else [replies]), \
+            SYSTEMD
+
+    def _serve(self, conn):
+        conn.settimeout(0.1)
+        buf = b''
+        while b'BEGIN\r\n' not in buf:
+            if self.stop.is_set():
+                return
+            try:
+                data = conn.recv(4096)
+            except socket.timeout:
+                continue
+            if not data:
+                return
+            buf += data
+            if b'AUTH' in buf and b'OK' not in buf:
+                conn.sendall(b'OK 0123456789abcdef0123456789abcdef\r\n')
+                buf += b'OK'
+        parser = jeepney.Parser()
+        parser.add_data(buf.split(b'BEGIN\r\n', 1)[1])
+        serial = 100
+        while not self.stop.is_set():
+            msg = parser.get_next_message()
+            if msg is None:
+                try:
+                    data = conn.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    return
+                parser.add_data(data)
+                continue
+            fields = msg.header.fields
+            self.seen.append((fields[jeepney.HeaderFields.member],
+                              fields.get(jeepney.HeaderFields.destination)))
+            replies, sender = self._replies(msg)
+            out = list(self.forge(msg) if self.forge else []) + [
+                (r, sender) for r in replies]
+            for item in out:
+                reply, default = item if isinstance(item, tuple) else (
+                    item, ATTACKER)
+                reply.header.fields.setdefault(
+                    jeepney.HeaderFields.sender, default)
+                reply.header.fields[jeepney.HeaderFields.destination] = ME
+                serial += 1
+                conn.sendall(reply.serialise(serial=serial))
 
 
-class TestBus(testtools.TestCase):
-    """The transport on a real socket (jeepney's marshalling and
-    authentication, our time bounds)."""
+def forged(kind, serial, sender=ATTACKER, signature='o',
+           body=('/org/freedesktop/systemd1/unit/forged',)):
+    """What another peer can send the agent: a signal, a method return
+    or an error, carrying reply serial ``serial`` (the bus sets the
+    sender: never systemd's name, on a real bus)."""
+    if kind == 'signal':
+        msg = jeepney.new_signal(jeepney.DBusAddress(
+            '/org/example/Forger', interface='org.example.Forger'),
+            'Forged', signature, body)
+    else:
+        call = jeepney.new_method_call(jeepney.DBusAddress(
+            '/', bus_name=ME, interface='org.example.X'), 'X')
+        call.header.serial = serial
+        msg = (jeepney.new_method_return(call, signature, body)
+               if kind == 'return' else jeepney.new_error(
+                   call, 'org.example.Forged', 's', ('forged',)))
+    msg.header.fields[jeepney.HeaderFields.reply_serial] = serial
+    msg.header.fields[jeepney.HeaderFields.sender] = sender
+    return msg
+
+
+def flood(msg, ahead=4):
+    """Forged answers to ``msg`` and to the next ``ahead`` calls
+    (serials are predictable): signals and method returns of the shapes
+    the agent awaits (a unit path, a CPU mask of CPU 1, the guests' CPU)
+    and of others, and errors."""
+    out = []
+    for serial in range(msg.header.serial, msg.header.serial + ahead):
+        out += [forged('signal', serial, signature='v',
+                       body=(('ay', b'\x02'),)),
+                forged('signal', serial),
+                forged('return', serial, signature='s',
+                       body=('not a path',)),
+                forged('return', serial, signature='v',
+                       body=(('ay', b'\x02'),)),
+                forged('return', serial),
+                forged('error', serial)]
+    return out
+
+
+def load_unit():
+    return systemdbus.message(systemdbus.MANAGER_PATH, systemdbus.MANAGER,
+                              'LoadUnit', 's', ('system.slice',))
+
+
+UNIT_PATH = '/org/freedesktop/systemd1/unit/system_2eslice'
+
+
+class BusCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
         self.path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                                  'bus')
 
-    def daemon(self, answer):
-        def answer_hello(msg):
-            if msg.header.fields[jeepney.HeaderFields.member] == 'Hello':
-                return jeepney.new_method_return(msg, 's', (':1.42',))
-            return answer(msg)
-        daemon = FakeDaemon(self.path, answer_hello)
+    def daemon(self, answer, **kw):
+        daemon = FakeDaemon(self.path, answer, **kw)
         daemon.start()
         self.addCleanup(daemon.join, 10)
         self.addCleanup(daemon.stop.set)
         return daemon
 
-    def load_unit(self):
-        return systemdbus.message(systemdbus.MANAGER_PATH,
-                                  systemdbus.MANAGER, 'LoadUnit', 's',
-                                  ('system.slice',))
+    def bus(self, timeout=5):
+        bus = systemdbus.Bus(self.path, timeout=timeout)
+        self.addCleanup(bus.close)
+        return bus
+
+
+def unit_path(msg):
+    return jeepney.new_method_return(msg, 'o', (UNIT_PATH,))
+
+
+class TestBus(BusCase):
+    """The transport on a real socket (jeepney's marshalling and
+    authentication, our time bounds)."""
 
     def test_a_reply_among_other_messages(self):
         def answer(msg):
             noise = jeepney.new_signal(jeepney.DBusAddress(
                 '/org/freedesktop/DBus', interface='org.freedesktop.DBus'),
                 'NameAcquired', 's', (':1.42',))
-            return [noise, jeepney.new_method_return(
-                msg, 'o', ('/org/freedesktop/systemd1/unit/system_2eslice',))]
+            noise.header.fields[jeepney.HeaderFields.sender] = DRIVER
+            return [noise, unit_path(msg)]
         daemon = self.daemon(answer)
-        bus = systemdbus.Bus(self.path, timeout=5)
-        self.addCleanup(bus.close)
-        self.assertEqual(('/org/freedesktop/systemd1/unit/system_2eslice',),
-                         bus.call(self.load_unit()))
-        self.assertEqual(['Hello', 'LoadUnit'], daemon.seen)
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(['Hello', 'GetNameOwner', 'LoadUnit'],
+                         [member for member, _ in daemon.seen])
+        self.assertEqual(1, bus.ignored)
 
     def test_an_error_reply_is_systemds_message(self):
         self.daemon(lambda msg: jeepney.new_error(
             msg, 'org.freedesktop.systemd1.NoSuchUnit', 's',
             ('Unit system.slice not found.',)))
-        bus = systemdbus.Bus(self.path, timeout=5)
-        self.addCleanup(bus.close)
-        exc = self.assertRaises(BackendError, bus.call, self.load_unit())
+        exc = self.assertRaises(BackendError, self.bus().call, load_unit(),
+                                'o')
         self.assertEqual('LoadUnit: Unit system.slice not found.', str(exc))
 
     def test_a_daemon_that_never_answers_is_an_error_in_time(self):
         self.daemon(lambda msg: None)
-        bus = systemdbus.Bus(self.path, timeout=0.5)
-        self.addCleanup(bus.close)
+        bus = self.bus(timeout=0.5)
         start = time.monotonic()
-        exc = self.assertRaises(BackendError, bus.call, self.load_unit())
+        exc = self.assertRaises(BackendUnreachable, bus.call, load_unit(),
+                                'o')
         self.assertLess(time.monotonic() - start, 5)
         self.assertEqual('D-Bus LoadUnit through %s: no reply within 0.5 s'
                          % self.path, str(exc))
         self.assertIsNone(bus._sock)  # dropped: the stream is out of step
+
+    def test_a_deadline_bounds_every_step(self):
+        self.daemon(lambda msg: None)
+        bus = self.bus(timeout=30)
+        start = time.monotonic()
+        exc = self.assertRaises(BackendUnreachable, bus.call, load_unit(),
+                                'o', start + 0.3)
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertIn('no reply in the time left', str(exc))
+        # Past the deadline, nothing is sent: it fails at once.
+        start = time.monotonic()
+        self.assertRaises(BackendUnreachable, bus.call, load_unit(), 'o',
+                          start - 1)
+        self.assertLess(time.monotonic() - start, 0.5)
 
     def test_a_daemon_that_never_authenticates_is_an_error_in_time(self):
         listener = socket.socket(socket.AF_UNIX)
@@ -349,16 +498,193 @@ class TestBus(testtools.TestCase):
         self.addCleanup(listener.close)
         bus = systemdbus.Bus(self.path, timeout=0.5)
         start = time.monotonic()
-        exc = self.assertRaises(BackendError, bus.call, self.load_unit())
+        exc = self.assertRaises(BackendUnreachable, bus.call, load_unit(),
+                                'o')
         self.assertLess(time.monotonic() - start, 5)
         self.assertIn('D-Bus LoadUnit through %s: ' % self.path, str(exc))
 
     def test_no_bus(self):
         bus = systemdbus.Bus(self.path, timeout=0.5)
-        exc = self.assertRaises(BackendError, bus.call, self.load_unit())
+        exc = self.assertRaises(BackendError, bus.call, load_unit(), 'o')
         self.assertIn('D-Bus LoadUnit through %s: ' % self.path, str(exc))
         self.assertIn('No such file', str(exc))
 
+
+class TestOnlySystemdAnswers(BusCase):
+    """issue 40, H-1: a message is systemd's answer only when it is a
+    method return or an error, carries the call's serial, comes from the
+    unique name that owns org.freedesktop.systemd1, and (a method
+    return) has the signature the call expects. Each test failed before:
+    the first message carrying the call's serial was taken."""
+
+    def test_a_signal_carrying_the_calls_serial_is_no_answer(self):
+        logs = self.useFixture(fixtures.FakeLogger())
+        daemon = self.daemon(unit_path, forge=lambda msg: [
+            forged('signal', msg.header.serial),
+            # Not even one from systemd's own name: a signal answers
+            # nothing.
+            (forged('signal', msg.header.serial, sender=SYSTEMD),
+             SYSTEMD)])
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(3 * 2, bus.ignored)  # Hello, GetNameOwner too
+        self.assertIn('D-Bus LoadUnit: ignored 2 messages that carried its '
+                      'serial but were not its answer (from :1.1, :1.66; '
+                      'systemd is :1.1)', logs.output)
+        self.assertEqual(1, daemon.connections)
+
+    def test_a_method_return_or_error_from_another_sender_is_no_answer(self):
+        self.daemon(unit_path, forge=lambda msg: [
+            forged('return', msg.header.serial),
+            forged('error', msg.header.serial)])
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(SYSTEMD, bus.owner)
+
+    def test_the_bus_itself_is_asked_who_systemd_is(self):
+        daemon = self.daemon(unit_path, forge=lambda msg: [
+            forged('return', msg.header.serial, signature='s',
+                   body=(ATTACKER,))])
+        bus = self.bus()
+        bus.call(load_unit(), 'o')
+        self.assertEqual(SYSTEMD, bus.owner)
+        # Calls go to that unique name, not to whoever owns the
+        # well-known name when the call arrives.
+        self.assertEqual([('Hello', DRIVER), ('GetNameOwner', DRIVER),
+                          ('LoadUnit', SYSTEMD)], daemon.seen)
+
+    def test_a_bus_without_systemd_is_an_error_in_time(self):
+        self.daemon(unit_path, owner=None)
+        bus = self.bus()
+        exc = self.assertRaises(BackendError, bus.call, load_unit(), 'o')
+        self.assertIn("Could not get owner of name "
+                      "'org.freedesktop.systemd1'", str(exc))
+        self.assertIsNone(bus._sock)
+
+    def test_an_error_from_the_bus_means_ask_again_who_systemd_is(self):
+        # systemd restarted under another unique name: the bus answers
+        # the call to the old one with an error; the next call connects
+        # afresh and asks again.
+        answers = [lambda msg: (jeepney.new_error(
+            msg, 'org.freedesktop.DBus.Error.ServiceUnknown', 's',
+            ('The name :1.1 was not provided by any .service files',)),
+            DRIVER), unit_path]
+
+        def answer(msg):
+            reply = answers.pop(0)(msg)
+            if isinstance(reply, tuple):
+                reply[0].header.fields[jeepney.HeaderFields.sender] = \
+                    reply[1]
+                return reply[0]
+            return reply
+        daemon = self.daemon(answer)
+        bus = self.bus()
+        exc = self.assertRaises(BackendError, bus.call, load_unit(), 'o')
+        self.assertIn('was not provided by any .service files', str(exc))
+        self.assertIsNone(bus._sock)
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(2, daemon.connections)
+        self.assertEqual(2, [m for m, _ in daemon.seen].count(
+            'GetNameOwner'))
+
+    def test_a_body_of_another_signature_is_an_error(self):
+        self.daemon(lambda msg: jeepney.new_method_return(
+            msg, 's', ('not a path',)))
+        bus = self.bus()
+        exc = self.assertRaises(BackendError, bus.call, load_unit(), 'o')
+        self.assertEqual("LoadUnit: the answer has a body of signature "
+                         "'s', not 'o'", str(exc))
+        # The stream is in step: the connection stays.
+        self.assertIsNotNone(bus._sock)
+
+    def test_a_property_of_another_type_is_an_error_never_a_crash(self):
+        def answer(msg):
+            if msg.header.fields[jeepney.HeaderFields.member] == 'LoadUnit':
+                return unit_path(msg)
+            return jeepney.new_method_return(msg, 's', ('0-1',))
+        self.daemon(answer)
+        manager = systemdbus.Manager(self.bus())
+        # Before: ValueError (not enough values to unpack), out of the
+        # watch loop.
+        exc = self.assertRaises(BackendError, manager.show, 'system.slice')
+        self.assertIn("signature 's', not 'v'", str(exc))
+
+    def test_a_flood_of_forged_answers_changes_no_answer(self):
+        def answer(msg):
+            member = msg.header.fields[jeepney.HeaderFields.member]
+            if member == 'LoadUnit':
+                return unit_path(msg)
+            return jeepney.new_method_return(msg, 'v', (('ay', b'\x0f'),))
+        daemon = self.daemon(answer, forge=flood)
+        manager = systemdbus.Manager(self.bus())
+        for _ in range(5):
+            self.assertEqual(dict.fromkeys(systemdbus.SHOWN, '0-3'),
+                             manager.show('system.slice'))
+        self.assertEqual(1, daemon.connections)
+        self.assertGreater(manager.bus.ignored, 5 * 4 * 24)
+
+
+class TestWatchUnderAFlood(test_systemd.SystemdTestCase):
+    """issue 40, H-1, the attack itself: another peer floods the agent's
+    connection with forged answers to every call it makes and to the
+    next ones. The agent's real ``Bus`` on a real socket, systemd played
+    by ``FakeBus`` behind ``FakeDaemon``, systemctl gone from PATH.
+    Before: ``watch`` died at its first apply (or recorded the forged
+    CPU 1 as the units' previous value)."""
+
+    def setUp(self):
+        super().setUp()
+        os.unlink(os.path.join(self.host.top, 'bin', 'systemctl'))
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', os.path.join(self.host.top, 'bin')))
+        path = self.host.paths.system_bus
+        os.makedirs(os.path.dirname(path))
+        self.behaviour = {'calls': []}
+        systemd = FakeBus(self.units_path, self.log, self.behaviour, path)
+        self.daemon = FakeDaemon(path, systemd.reply_to, forge=flood)
+        self.daemon.start()
+        self.addCleanup(self.daemon.join, 10)
+        self.addCleanup(self.daemon.stop.set)
+
+    def wait_until(self, check, seconds=20.0):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not check():
+            time.sleep(0.05)
+        return check()
+
+    def test_watch_stays_alive_and_records_only_systemds_answers(self):
+        self.config(sweep_interval=1)
+        iso = self.isolator()
+        stop = threading.Event()
+        thread = threading.Thread(target=iso.watch, args=(stop, 60))
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(stop.set)
+        self.assertTrue(self.wait_until(lambda: all(
+            self.units()[u].get('AllowedCPUs') == '0'
+            for u in test_systemd.SLICES)), self.units())
+        # Someone resets a unit: the next sweeps, flooded too, repair it.
+        units = self.units()
+        units['user.slice']['AllowedCPUs'] = ''
+        self.set_units(units)
+        self.assertTrue(self.wait_until(
+            lambda: self.units()['user.slice']['AllowedCPUs'] == '0'))
+        self.assertTrue(thread.is_alive())
+        with open(self.state_file) as f:
+            recorded = json.load(f)['systemd']['previous']
+        self.assertEqual(
+            {u: {'AllowedCPUs': ''} for u in test_systemd.SLICES}, recorded)
+        self.assertGreater(iso.backend.systemd.bus.ignored, 100)
+        stop.set()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        # undo, flooded as well, gives every unit every CPU back.
+        result = self.undo()
+        self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
+                                              result.failures))
+        self.assertEqual(
+            dict.fromkeys(test_systemd.SLICES, ''),
+            {u: self.units()[u]['AllowedCPUs'] for u in test_systemd.SLICES})
 
 class TestWhichWay(test_systemd.SystemdTestCase):
     """systemctl where there is one; the bus only without it; otherwise

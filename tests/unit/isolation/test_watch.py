@@ -9,6 +9,7 @@ import fixtures
 from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import pidwatch
+from nova_pinning_hooks.isolation import statusfile
 from tests.unit.isolation import base
 
 GROUP = '/nova-pinning-host'
@@ -26,12 +27,20 @@ class TestWatch(base.TestCase):
     def start(self):
         self.iso = self.isolator()
         self.stop = threading.Event()
+        published = statusfile.path_for(self.state_file)
+        if os.path.exists(published):
+            os.unlink(published)
         thread = threading.Thread(target=self.iso.watch,
                                   args=(self.stop, 60))
         thread.start()
         self.addCleanup(thread.join, 10)
         self.addCleanup(self.stop.set)
         self.wait_for(100, GROUP)  # the initial sweep is done
+        # Apply is over (its status published, its last step): the fake
+        # host is not changed by two threads at once.
+        end = time.monotonic() + 10
+        while not os.path.exists(published) and time.monotonic() < end:
+            time.sleep(0.05)
         time.sleep(0.2)  # the watcher is set up
         return thread
 
@@ -134,20 +143,27 @@ class TestWatch(base.TestCase):
         self.assertTrue(thread.is_alive())
 
     def test_errors_do_not_stop_the_agent(self):
-        self.config(sweep_interval=1)
-        thread = self.start()
-        calls = []
-        sweep = self.iso.sweep
+        # Any error of a sweep (the kernel's, the backend's, a bug's:
+        # a forged D-Bus reply once raised ValueError out of the loop).
+        for error in (OSError(5, 'Input/output error'),
+                      ValueError("Object path ('x') must start with /")):
+            self.config(sweep_interval=1)
+            thread = self.start()
+            calls = []
+            sweep = self.iso.sweep
 
-        def failing_once():
-            calls.append(1)
-            if len(calls) == 1:
-                raise OSError(5, 'Input/output error')
-            return sweep()
-        self.iso.sweep = failing_once
-        self.host.spawn(605, 'later', start=5000)
-        self.wait_for(605, GROUP, seconds=5)
-        self.assertTrue(thread.is_alive())
+            def failing_once(error=error, calls=calls, sweep=sweep):
+                calls.append(1)
+                if len(calls) == 1:
+                    raise error
+                return sweep()
+            self.iso.sweep = failing_once
+            pid = 605 if isinstance(error, OSError) else 607
+            self.host.spawn(pid, 'later', start=5000)
+            self.wait_for(pid, GROUP, seconds=5)
+            self.assertTrue(thread.is_alive(), error)
+            self.stop.set()
+            thread.join(10)
 
     def test_stopping_leaves_the_host_confined(self):
         thread = self.start()

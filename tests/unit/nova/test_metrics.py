@@ -5,11 +5,14 @@ scrape or a pass. (The exposition: tests/unit/observe/test_metrics.py.)
 
 import os
 import stat
+import threading
+import time
 
 import fixtures
 import testtools
 
 from nova_pinning_hooks.host import statefile
+from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import metrics
@@ -127,3 +130,88 @@ class TestTheOvercommitFileOpenedOnce(OneGuestCase):
         self.assertTrue(os.path.exists(
             self.conf.nova_pinning.metrics_textfile))
         self.assertEqual(1, len(self.opened))
+
+
+class HangingBus:
+    """A system bus that takes every call and answers none within 5 s
+    (as a hung dbus-daemon or systemd); records who called."""
+
+    def __init__(self, path, calls, release):
+        self.path, self.calls, self.release = path, calls, release
+
+    def call(self, msg, *args, **kwargs):
+        self.calls.append(threading.current_thread().name)
+        self.release.wait(5)
+        raise BackendError('no reply within 5 s')
+
+
+class TestThePassThreadNeverAsksSystemd(OneGuestCase):
+    """issue 40, M-1: the textfile written after each pass on
+    nova-compute's pass thread read the isolation state from systemd, 16
+    D-Bus calls of up to 30 s each: with a hung bus no pass ran for
+    minutes. Now it reads the status the isolation agent published."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = nova_like_conf(self, reserved_cpus='0',
+                                   metrics_textfile=self.path)
+        # Isolation through systemd over D-Bus (no systemctl), on a
+        # unified hierarchy with cpuset: everything systemd needs.
+        cgroot = os.path.join(self.dir, 'cgroup')
+        os.makedirs(cgroot)
+        with open(os.path.join(cgroot, 'cgroup.controllers'), 'w') as f:
+            f.write('cpuset cpu memory\n')
+        self.state_file = os.path.join(self.dir, 'state', 'isolation.json')
+        for name, v in (('cgroup_mode', 'systemd'), ('cgroup_root', cgroot),
+                        ('state_file', self.state_file),
+                        ('interrupt_sample_seconds', 0.0)):
+            self.conf.set_override(name, v, group='nova_pinning_isolation')
+        self.calls, release = [], threading.Event()
+        self.addCleanup(release.set)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.config.systemd_access',
+            lambda paths=None: (None, os.path.join(self.dir, 'bus'))))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.systemdbus.Bus',
+            lambda path: HangingBus(path, self.calls, release)))
+
+    def test_a_pass_and_its_textfile_with_a_hung_bus(self):
+        # What the agent published after its last sweep (statusfile's
+        # format, written here as the agent does).
+        statefile.write_json(
+            os.path.join(self.dir, 'state', 'isolation.status.json'),
+            {'version': 1, 'written': time.time(),
+             'boottime': time.clock_gettime(time.CLOCK_BOOTTIME),
+             'sweep_interval': 30,
+             'status': {'state': 'applied', 'mode': 'systemd',
+                        'confined': 3, 'not_confined': 0}})
+        a = runtime.Runtime(self.conf, out_of_process=False)
+        self.addCleanup(a.stop)
+        a.ratio_file.write()
+        start = time.monotonic()
+        self.assertTrue(a.coalescer.request('t', wait=True, timeout=60))
+        took = time.monotonic() - start
+        self.assertIsNone(a.last_result.error)
+        self.assertEqual([], self.calls)
+        self.assertLess(took, 3.0)
+        with open(self.path) as f:
+            text = f.read()
+        self.assertEqual(3, value(text, 'nova_pinning_isolation_'
+                                        'confined_units'))
+        self.assertEqual(1, value(text, 'nova_pinning_isolation_applied',
+                                  mode='systemd'))
+        self.assertEqual(0, value(text, 'nova_pinning_isolation_'
+                                        'status_stale'))
+        self.assertGreater(value(text, 'nova_pinning_isolation_status_'
+                                       'timestamp_seconds'), 0)
+
+    def test_a_scrape_with_a_hung_bus(self):
+        rec = reconciler.Reconciler(self.conf)
+        self.addCleanup(rec.close)
+        start = time.monotonic()
+        text = metrics.LiveCollector(rec, self.conf).render().decode()
+        self.assertLess(time.monotonic() - start, 3.0)
+        self.assertEqual([], self.calls)
+        # Nothing published: not applied, 0, not stale.
+        self.assertEqual(0, value(text, 'nova_pinning_isolation_applied',
+                                  mode='none'))

@@ -50,6 +50,25 @@ class TestServedFromTheStart(testtools.TestCase):
         self.assertEqual(0, value(
             text, 'nova_pinning_pass_duration_seconds_count'))
 
+    def test_the_isolation_agents_status_time_and_staleness(self):
+        # Where no agent published anything: 0 and 0.
+        text = metrics.exposition(metrics.HostView(isolation={
+            'state': 'not applied', 'status_written': 0,
+            'status_stale': False}))
+        self.assertEqual(0, value(
+            text, 'nova_pinning_isolation_status_timestamp_seconds'))
+        self.assertEqual(0, value(text, 'nova_pinning_isolation_status_stale'))
+        text = metrics.exposition(metrics.HostView(isolation={
+            'state': 'applied', 'mode': 'systemd', 'confined': 3,
+            'not_confined': 0, 'status_written': 1764150000.5,
+            'status_stale': True}))
+        self.assertEqual(1764150000.5, value(
+            text, 'nova_pinning_isolation_status_timestamp_seconds'))
+        self.assertEqual(1, value(text, 'nova_pinning_isolation_status_stale'))
+        # The last published values stay, marked stale.
+        self.assertEqual(3, value(
+            text, 'nova_pinning_isolation_confined_units'))
+
     def test_systemd_counts_units(self):
         text = metrics.exposition(metrics.HostView(isolation={
             'state': 'applied', 'mode': 'systemd',

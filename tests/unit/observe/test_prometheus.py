@@ -62,7 +62,7 @@ class TestPromtool(testtools.TestCase):
             if line and set(line) == {'='} and len(line) == len(lines[i - 1]):
                 sections[lines[i - 1]] = i
         rules = promql.alert_rules()
-        self.assertEqual(8, len(rules))
+        self.assertEqual(9, len(rules))
         for name, rule in rules.items():
             self.assertEqual('runbook.html#' + name.lower(),
                              rule['annotations'].get('runbook_url'), name)

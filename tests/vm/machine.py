@@ -236,19 +236,19 @@ def host_tsc_khz(seconds=0.5):
         buf = ctypes.c_char.from_buffer(page)
         rdtsc = ctypes.CFUNCTYPE(ctypes.c_uint64)(ctypes.addressof(buf))
 
-        def pair():
+        def pair(read):
             best = None
             for _ in range(50):
                 t0 = time.monotonic_ns()
-                tsc = rdtsc()
+                tsc = read()
                 t1 = time.monotonic_ns()
                 if best is None or t1 - t0 < best[0]:
                     best = (t1 - t0, (t0 + t1) // 2, tsc)
             return best[1], best[2]
 
-        ns0, tsc0 = pair()
+        ns0, tsc0 = pair(rdtsc)
         time.sleep(seconds)
-        ns1, tsc1 = pair()
+        ns1, tsc1 = pair(rdtsc)
         del rdtsc, buf
     finally:
         try:

@@ -18,17 +18,20 @@ import testtools
 
 from tests.vm import base, machine, vmdiag
 
-LOCKUP = """\
-[   36.912345] clocksource: Switched to clocksource tsc-early
-[   37.001000] systemd[1]: Starting systemd-udevd.service...
-[  592.100000] watchdog: BUG: soft lockup - CPU#4 stuck for 555s! [migration/4:36]
-[  592.100100] Stopper: multi_cpu_stop+0x0/0x120 <- stop_machine_cpuslocked+0x16c/0x1b0
-"""
-PANIC = """\
-[    0.036000] ..MP-BIOS bug: 8254 timer not connected to IO-APIC
-[    0.036000] Kernel panic - not syncing: IO-APIC + timer doesn't work!  Boot with apic=debug and send a report.  Then try booting with the 'noapic' option.
-[    0.036000] ---[ end Kernel panic - not syncing: IO-APIC + timer doesn't work! ]---
-"""
+LOCKUP = (
+    '[   36.912345] clocksource: Switched to clocksource tsc-early\n'
+    '[   37.001000] systemd[1]: Starting systemd-udevd.service...\n'
+    '[  592.100000] watchdog: BUG: soft lockup - CPU#4 stuck for 555s! '
+    '[migration/4:36]\n'
+    '[  592.100100] Stopper: multi_cpu_stop+0x0/0x120 <- '
+    'stop_machine_cpuslocked+0x16c/0x1b0\n')
+PANIC = (
+    '[    0.036000] ..MP-BIOS bug: 8254 timer not connected to IO-APIC\n'
+    "[    0.036000] Kernel panic - not syncing: IO-APIC + timer doesn't "
+    'work!  Boot with apic=debug and send a report.  Then try booting '
+    "with the 'noapic' option.\n"
+    '[    0.036000] ---[ end Kernel panic - not syncing: IO-APIC + timer '
+    "doesn't work! ]---\n")
 TSC = """\
 [    0.000000] tsc: Fast TSC calibration failed
 [    0.032000] tsc: PIT calibration deviates from HPET: 124958 2596141
@@ -180,7 +183,7 @@ class TestABootFailureIsCountedOnce(testtools.TestCase):
         failed, text = result.failures[0]
         self.assertIn('the VM did not boot: the VM did not come up in 600 s;'
                       " the VM's kernel locked up", text)
-        for test, why in result.skipped:
+        for _test, why in result.skipped:
             self.assertIn('the VM did not boot (counted once, as a failure '
                           'of %s)' % failed.id(), why)
             self.assertIn('soft lockup', why)

@@ -35,6 +35,9 @@ DEFAULT_STATE_DIR = '/var/lib/nova-pinning-hooks'
 # time.sleep and Event.wait can represent.
 MAX_SECONDS = 86400
 MAX_PID = 4194304  # the kernel's PID_MAX_LIMIT
+# ``weigher_multiplier``'s default: benchmarks/fleet.py, in
+# doc/source/performance.rst ("Across the cloud").
+DEFAULT_WEIGHER_MULTIPLIER = 10.0
 
 _INTEGER = re.compile(r'[+-]?[0-9]{1,20}', re.ASCII)
 _FLOAT = re.compile(r'[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})'
@@ -266,6 +269,45 @@ pinning_opts = [
                   '(9.0) raises no event for a vCPU hot-plugged with '
                   '"virsh setvcpus --live": without this, the new vCPU '
                   'runs anywhere until the next resync. 0: never.'),
+    cfg.BoolOpt('report_summary', default=True,
+                help='Inside nova-compute: report the last pass\'s plan, '
+                     'summed up NUMA node by NUMA node, in the compute '
+                     'node\'s stats (key nova_pinning_numa), which nova\'s '
+                     'scheduler reads; the weigher '
+                     'nova_pinning_hooks.nova.weigher.OneToOneWeigher '
+                     'places guests by it. A few hundred bytes; no libvirt '
+                     'call. See doc/source/nova.rst, "Across the cloud".'),
+    cfg.StrOpt('summary_file',
+               default=DEFAULT_STATE_DIR + '/nova/summary.json',
+               help='Under eventlet, where nova-compute\'s pass worker '
+                    'leaves what its last pass planned, for nova-compute '
+                    'to report (report_summary). Written by the nova '
+                    'user, atomically, after each pass that planned '
+                    'something new, and again by a pass once a quarter of '
+                    'summary_max_age has gone by.'),
+    IntOpt('summary_max_age', default=300, min=1, max=MAX_SECONDS,
+           help='Seconds after which the last pass\'s plan is too old to '
+                'report (passes failing, or the pass worker gone): the '
+                'compute node\'s stats then carry no summary and the '
+                'weigher gives the host a neutral weight.'),
+    FloatOpt('weigher_multiplier', default=DEFAULT_WEIGHER_MULTIPLIER,
+             min=-1000.0, max=1000.0,
+             help='In nova-scheduler: the multiplier of '
+                  'nova_pinning_hooks.nova.weigher.OneToOneWeigher (an '
+                  'aggregate\'s metadata key '
+                  'nova_pinning_weigher_multiplier overrides it for its '
+                  'hosts, as nova\'s own weighers\' keys do). Its weight, '
+                  'normalised as every weigher\'s, lies in [0, 1]: 0.8 to '
+                  '1 where the guest would be one-to-one (the fuller its '
+                  'node, the higher), 0.5 where nobody gains or loses '
+                  'one-to-one binding (and on hosts that report no '
+                  'summary), 0 to 0.4 where guests would lose it. From 7 '
+                  'on, a host where the guest is one-to-one outweighs one '
+                  'where it is not whatever nova\'s RAM and CPU weighers '
+                  '(multipliers 1.0) say; from 20 on, a host where nobody '
+                  'loses also outweighs one where guests lose. The '
+                  'default follows benchmarks/fleet.py '
+                  '(doc/source/performance.rst). 0: no effect.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

@@ -135,3 +135,18 @@ class FakeNovaLibvirtFixture(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.migration._module',
             lambda: self.module))
+
+        class ResourceTracker:
+            """nova's, as far as the summary's hook reads it."""
+
+            def __init__(self, tracked=()):
+                self.tracked_instances = set(tracked)
+                self.saved = []
+
+            def _update(self, context, compute_node, startup=False):
+                self.saved.append(dict(compute_node.stats))
+
+        self.tracker_cls = ResourceTracker
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.activation._tracker_class',
+            lambda: self.tracker_cls))

@@ -15,6 +15,7 @@ from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import snapshot as snapshot_mod
+from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.observe import endpoint
@@ -120,8 +121,14 @@ def cmd_status(conf: typing.Any) -> str:
     assert settings is not None  # read by ``plan``
     source = settings.ratio_source
     fmt = cpuset.format
+    report = summary_mod.of_plan(snap.host, snap.guests, p, snap.options,
+                                 time.time())
+    reported = summary_mod.encode(report)
     if conf.command.format == 'json':
         data = plan_mod.to_json(p, changes, host=snap.host)
+        data['scheduler_summary'] = {
+            'key': summary_mod.KEY, 'value': reported,
+            'one_to_one_vcpus': report.one_to_one}
         pending = {c.uuid for c in changes
                    if c.kind != plan_mod.ChangeKind.NUMA}
         for entry in data['guests']:
@@ -154,6 +161,8 @@ def cmd_status(conf: typing.Any) -> str:
     for name, why in unknown.items():
         text += ('kernel facts unknown: %s: %s (memory placement from '
                  'libvirt, no drift check)\n' % (name, why))
+    if reported is not None:
+        text += '\n'.join(render.summary_lines(report, reported)) + '\n'
     if measured is not None:
         text += '\n' + '\n'.join(stealview.lines(measured,
                                                  threshold)) + '\n'
@@ -388,7 +397,8 @@ def cmd_agent(conf: typing.Any) -> str:
         stop.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    agent = service.BindingService(conf)
+    agent = service.BindingService(conf,
+                                   summary_file=conf.command.summary_file)
     if listen is not None:
         try:
             agent.pass_metrics.start_endpoint(listen)

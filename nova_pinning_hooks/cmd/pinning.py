@@ -20,10 +20,11 @@ Sub-commands (the interface of ``plan`` is fixed; fields may be added):
 * ``release [--connection URI] [--dry-run]``: undo binding: every managed
   guest back on the CPUs nova gave it (``<vcpu cpuset>``, else all online
   CPUs); runs with ``enabled = false``;
-* ``agent [--connection URI] [--listen ADDR:PORT] [--requests-on-stdin]``:
-  the long-lived agent in the foreground (``service``), serving its
-  metrics with its pass counters on ``--listen``; SIGTERM or SIGINT stop it
-  (exit 0).
+* ``agent [--connection URI] [--listen ADDR:PORT] [--requests-on-stdin]
+  [--summary-file FILE]``: the long-lived agent in the foreground
+  (``service``), serving its metrics with its pass counters on
+  ``--listen``, leaving what its passes planned, summed up for nova's
+  scheduler, in ``--summary-file``; SIGTERM or SIGINT stop it (exit 0).
 
 Exit status (``cmd.common``): 0 done, every change written; 1 a pass
 failed or was cut short, or changes were skipped; 2 bad input or
@@ -104,6 +105,11 @@ def _add_parsers(
                             help='each line on standard input requests a '
                                  'pass; its end stops the agent (the '
                                  'worker nova-compute starts)')
+            sp.add_argument('--summary-file', metavar='FILE',
+                            help='after passes, write what they planned '
+                                 'there, summed up for nova\'s scheduler '
+                                 '(the worker nova-compute starts: its '
+                                 '[nova_pinning] summary_file)')
         sp.set_defaults(func=func)
 
 

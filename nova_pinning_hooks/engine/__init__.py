@@ -12,6 +12,9 @@ nova or oslo. Its tests are tables.
   range, host range) and ``make_plan``; ``assign``: the one-to-one
   assignment; ``plan``: a plan, its pin changes and its JSON;
   ``replan``: planning again only what changed;
+* ``summary``: a plan summed up NUMA node by NUMA node for nova's
+  scheduler, and what the next pass would give one more guest
+  (``forecast``, ``score``: the one-to-one weigher's);
 * ``snapshot``: the snapshot format ``nova-pinning plan`` reads;
   ``strict``: strict JSON; ``migratexml``: nova's migration XML without
   our pins; ``steal``: steal rates from two samples of vCPU counters;

@@ -187,17 +187,33 @@ def _choose_home(guest: guest_mod.Guest,
                  host: topology.HostTopology, ratio: float
                  ) -> typing.Optional[int]:
     """Least loaded node with room: one-to-one room first, then ratio."""
+    return choose_node(guest.vcpu_count, guest.memory_kib,
+                       ((node, len(pool), host.nodes[node].memory_kib)
+                        for node, pool in pool_by_node.items()),
+                       load, mem_used, ratio)
+
+
+def choose_node(vcpus: int, memory_kib: int,
+                nodes: typing.Iterable[tuple[int, int, int]],
+                load: typing.Mapping[int, int],
+                mem_used: typing.Mapping[int, int], ratio: float
+                ) -> typing.Optional[int]:
+    """The home chosen for a guest of ``vcpus`` and ``memory_kib``
+    without memory facts: the least loaded node with room, one-to-one room
+    first, then ratio. ``nodes``: (node, pool pCPUs, memory KiB) each;
+    ``load``/``mem_used``: the vCPUs and KiB already homed there. Counts
+    only: the host's next pass (``_place``) and the scheduler's forecast
+    (``summary``) decide by the same rule."""
     best = None
-    for node, pool in pool_by_node.items():
-        if not pool:
+    for node, size, node_mem in nodes:
+        if not size:
             continue
-        node_mem = host.nodes[node].memory_kib
-        if node_mem and mem_used[node] + guest.memory_kib > node_mem:
+        if node_mem and mem_used[node] + memory_kib > node_mem:
             continue
-        after = load[node] + guest.vcpu_count
-        if after > len(pool) * ratio + EPSILON:
+        after = load[node] + vcpus
+        if after > size * ratio + EPSILON:
             continue
-        key = (after > len(pool), after / len(pool), node)
+        key = (after > size, after / size, node)
         if best is None or key < best[0]:
             best = (key, node)
     return None if best is None else best[1]
@@ -268,28 +284,38 @@ def decide(pool: frozenset[int], pool_by_node: dict[int, frozenset[int]],
            ratio: float, totals: Totals, managed: int) -> Layout:
     """The layout for these totals (the seed's rules 1 to 3);
     ``managed``: how many guests are managed."""
+    return decide_sizes(len(pool), {n: len(p) for n, p in
+                                    pool_by_node.items()},
+                        ratio, totals, managed)
+
+
+def decide_sizes(pool: int, node_sizes: typing.Mapping[int, int],
+                 ratio: float, totals: Totals, managed: int) -> Layout:
+    """``decide`` on counts alone: ``pool`` pCPUs in all, ``node_sizes``
+    node -> its pool pCPUs (in node order). The rules read nothing else,
+    so the scheduler's forecast (``summary``) decides as a pass does."""
     if not managed:
         return Layout('none')
     if not pool:
         return Layout('empty-pool', 'empty-pool', EMPTY_POOL)
-    if totals.total > len(pool) * ratio + EPSILON:
+    if totals.total > pool * ratio + EPSILON:
         return Layout('host', 'rule-1-host-range',
                       'host oversubscribed: its vCPUs exceed the guest '
                       'pool x ratio')
-    for node, node_pool in pool_by_node.items():
-        if totals.node_vcpus[node] > len(node_pool) * ratio + EPSILON:
+    for node, size in node_sizes.items():
+        if totals.node_vcpus[node] > size * ratio + EPSILON:
             return Layout('host', 'rule-2-host-range',
                           'node %d oversubscribed: its vCPUs exceed its '
                           'pool x ratio' % node)
     modes, one_to_one = [], 0
-    for node, node_pool in pool_by_node.items():
+    for node, size in node_sizes.items():
         v_n = totals.node_vcpus[node]
-        if v_n <= len(node_pool) and node not in totals.nova_nodes:
+        if v_n <= size and node not in totals.nova_nodes:
             modes.append((node, plan_mod.DEDICATED))
             one_to_one += v_n  # one pCPU each
         else:
             modes.append((node, plan_mod.NODE_RANGE))
-    if totals.cross > (len(pool) - one_to_one) * ratio + EPSILON:
+    if totals.cross > (pool - one_to_one) * ratio + EPSILON:
         return Layout('host', 'rule-3-host-range',
                       'cross-node guests oversubscribed: their vCPUs '
                       'exceed the pCPUs without one-to-one binding x ratio')

@@ -13,7 +13,12 @@
   ratio nova reports;
 * ``notifier``: the switch: an oslo.messaging notification driver that
   nova-compute loads from its configuration, early, and that activates
-  the rest.
+  the rest;
+* ``nodesummary``: the plan's summary in the compute node's stats, for
+  nova's scheduler (a hook on its resource tracker's ``_update``);
+* ``weigher``: ``OneToOneWeigher``, for nova-scheduler (loaded there by
+  class path, not activated: it imports nova's weigher base where nova
+  is installed, and is importable without it).
 
 Nothing here imports eventlet or libvirt.
 

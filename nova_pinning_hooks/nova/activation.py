@@ -41,10 +41,12 @@ from nova_pinning_hooks.nova import compat
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import migration
+from nova_pinning_hooks.nova import nodesummary
 from nova_pinning_hooks.nova import runtime
 
 LOG = logging.getLogger(__name__)
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
+SUMMARY_HOOK = 'nova_pinning_node_summary'
 
 # The URI nova's libvirt driver opens when [libvirt] connection_uri is
 # empty, by [libvirt] virt_type (LibvirtDriver._uri); kvm and qemu: the
@@ -55,6 +57,7 @@ NOVA_URI = 'qemu:///system'
 _UNSET = (cfg.Locations.opt_default, cfg.Locations.set_default)
 
 _RUNTIME: typing.Optional[runtime.Runtime] = None
+_REPORTER: typing.Optional[nodesummary.Reporter] = None
 _ACTIVATION_LOCK = threading.Lock()
 
 
@@ -117,6 +120,18 @@ def _nova_libvirt(driver_cls: typing.Optional[type],
         return None, None
 
 
+def _tracker_class() -> typing.Optional[type]:
+    """nova's ResourceTracker, or None (logged) where it cannot be
+    imported."""
+    try:
+        from nova.compute import resource_tracker
+        return typing.cast(type, resource_tracker.ResourceTracker)
+    except Exception as exc:  # ImportError, or nova failing to import
+        LOG.warning('nova-pinning-hooks: nova.compute.resource_tracker: '
+                    '%s: no summary reported to nova\'s scheduler', exc)
+        return None
+
+
 def _switched_off(driver_cls: typing.Optional[type],
                   migration_module: typing.Optional[types.ModuleType]
                   ) -> bool:
@@ -147,16 +162,20 @@ def _switched_off(driver_cls: typing.Optional[type],
 def activate(conf: cfg.ConfigOpts,
              manager_cls: typing.Optional[type] = None,
              driver_cls: typing.Optional[type] = None,
-             migration_module: typing.Optional[types.ModuleType] = None
+             migration_module: typing.Optional[types.ModuleType] = None,
+             tracker_cls: typing.Optional[type] = None
              ) -> typing.Optional[runtime.Runtime]:
     """Switch nova-pinning-hooks on in this nova-compute; idempotent.
 
     Returns the ``runtime.Runtime``, or None when switched off (only the
     XML filter installed: ``_switched_off``), or when this nova lacks
     something the package relies on (``compat``: one error line, nothing
-    installed).
+    installed). With ``report_summary``, the resource tracker's
+    ``_update`` (``tracker_cls``, nova's by default) reports the plan's
+    summary to nova's scheduler (``nodesummary``); a nova without it
+    runs on without (logged).
     """
-    global _RUNTIME
+    global _RUNTIME, _REPORTER
     with _ACTIVATION_LOCK:
         if _RUNTIME is not None:
             return _RUNTIME
@@ -184,6 +203,13 @@ def activate(conf: cfg.ConfigOpts,
         hooks.manager(conf.nova_pinning.hook_name)
         hooks.manager(RATIO_HOOK)
         _RUNTIME = runtime.Runtime(conf)
+        if conf.nova_pinning.report_summary:
+            tracker_cls = tracker_cls or _tracker_class()
+            if tracker_cls is not None and \
+                    nodesummary.install(tracker_cls, SUMMARY_HOOK):
+                hooks.manager(SUMMARY_HOOK)
+                _REPORTER = nodesummary.Reporter(
+                    _RUNTIME.basis, conf.nova_pinning.summary_max_age)
         _RUNTIME.start()
         LOG.info('nova-pinning-hooks: active (%s passes)',
                  'out-of-process' if _RUNTIME.out_of_process else 'threaded')
@@ -208,10 +234,22 @@ def note_allocation_ratio(ratio: float,
     return agent.note_allocation_ratio(ratio, node)
 
 
+def report_summary(compute_node: typing.Any,
+                   tracked: typing.Optional[typing.Collection[str]]
+                   ) -> typing.Optional[str]:
+    """Put the plan's summary in ``compute_node``'s stats
+    (``nodesummary.Reporter.update``); not activated: does nothing."""
+    reporter = _REPORTER
+    if reporter is None:
+        return None
+    return reporter.update(compute_node, tracked)
+
+
 def deactivate() -> None:
     """Stop the runtime (tests; nova-compute simply exits)."""
-    global _RUNTIME
+    global _RUNTIME, _REPORTER
     with _ACTIVATION_LOCK:
         agent, _RUNTIME = _RUNTIME, None
+        _REPORTER = None
     if agent is not None:
         agent.stop()

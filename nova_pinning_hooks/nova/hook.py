@@ -59,3 +59,25 @@ class AllocationRatioHook:
         except Exception:  # never into nova
             LOG.exception('nova-pinning-hooks: could not read the VCPU '
                           'allocation ratio from the provider tree')
+
+
+class NodeSummaryHook:
+    """Hook object on the resource tracker's ``_update`` (every claim,
+    usage update and periodic audit, just before nova saves the compute
+    node): ``pre`` puts the package's summary of its plan in the node's
+    stats for nova's scheduler (``nodesummary``). In memory, or one small
+    file read under eventlet; never raises into nova."""
+
+    def pre(self, *args: typing.Any, **kwargs: typing.Any) -> None:
+        try:
+            tracker = args[0] if args else None
+            node = args[2] if len(args) > 2 else kwargs.get('compute_node')
+            activation.report_summary(node, getattr(
+                tracker, 'tracked_instances', None))
+        except Exception:  # never into nova
+            LOG.exception('nova-pinning-hooks: could not report the '
+                          'summary to nova\'s scheduler')
+
+    def post(self, rv: typing.Any, *args: typing.Any,
+             **kwargs: typing.Any) -> None:
+        return None

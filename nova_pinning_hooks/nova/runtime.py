@@ -29,7 +29,12 @@ Invariants:
   thread runs the passes (or writes the worker's line);
 * eventlet is never imported here: its state is read from ``sys.modules``
   only when nova already loaded it;
-* every failure is logged; none reaches nova.
+* every failure is logged; none reaches nova;
+* ``basis`` (what the last pass that planned saw, for nova's scheduler:
+  ``nova.nodesummary``) is the pass thread's, in memory, or under
+  eventlet the worker's ``[nova_pinning] summary_file`` (``agent
+  --summary-file``), read as a small regular file and parsed again only
+  when it changed; neither calls libvirt.
 """
 
 import collections
@@ -44,6 +49,9 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import summary as summary_mod
+from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import passmetrics
@@ -80,6 +88,9 @@ class Runtime:
         # reached the worker (``_pass_in_child``).
         self._last_result: typing.Union[
             reconciler.PassResult, bool, None] = None
+        # (file identity, Basis) of the worker's summary file
+        self._file_basis: typing.Optional[tuple[tuple[int, int, int],
+                                                summary_mod.Basis]] = None
         if self.out_of_process:
             self.coalescer = coalescer_mod.Coalescer(
                 self._run_in_worker, delay=group.coalesce_delay)
@@ -111,6 +122,26 @@ class Runtime:
     @property
     def pass_metrics(self) -> typing.Optional[passmetrics.PassMetrics]:
         return None if self.service is None else self.service.pass_metrics
+
+    def basis(self) -> typing.Optional[summary_mod.Basis]:
+        """What the last pass that planned saw (``summary.Basis``), or
+        None before any did; under eventlet read from the worker's
+        file (errors raised: the reporter logs them)."""
+        if self.service is not None:
+            return self.service.basis()
+        path = self.conf.nova_pinning.summary_file
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        cached = self._file_basis
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        b = summary_mod.basis_from_json(statefile.read_json(
+            path, safefs.STATE_LIMIT, 'summary file'))
+        self._file_basis = (key, b)
+        return b
 
     def request(self, reason: str, host: typing.Optional[str] = None
                 ) -> bool:
@@ -180,8 +211,10 @@ class Runtime:
             argv += ['--config-dir', path]
         # nova's connection (activation.follow_nova_connection) is in no
         # file the worker reads.
-        return argv + ['agent', '--connection',
-                       self.conf.nova_pinning.connection_uri,
+        argv.append('agent')
+        if self.conf.nova_pinning.report_summary:
+            argv += ['--summary-file', self.conf.nova_pinning.summary_file]
+        return argv + ['--connection', self.conf.nova_pinning.connection_uri,
                        '--requests-on-stdin']
 
     def _pass_in_child(self) -> bool:

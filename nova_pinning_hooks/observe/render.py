@@ -12,6 +12,7 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.engine import topology
 
 KEYS = string.ascii_lowercase + string.ascii_uppercase + string.digits
@@ -209,3 +210,23 @@ def emulator_text(gp: plan_mod.GuestPlan) -> str:
     if gp.mode != plan_mod.DEDICATED:
         return ''
     return ' emu:' + cpuset.format(gp.emulator_pin)
+
+
+def summary_lines(s: summary_mod.Summary, text: str) -> list[str]:
+    """``nova-pinning status``'s view of what the host reports to nova's
+    scheduler: the summary ``s`` and its stats value ``text``."""
+    modes = s.modes()
+    total = sum(n.vcpus for n in s.nodes) + s.cross
+    lines = ['scheduler summary (compute node stats %s, %d characters): '
+             '%d of %d vCPUs one-to-one, %d cross-node, ratio %g' % (
+                 summary_mod.KEY, len(text), s.one_to_one, total, s.cross,
+                 s.ratio)]
+    for n in s.nodes:
+        lines.append('  node %d: pool %d pCPUs, %d vCPUs homed (%s)%s, '
+                     '%.1f of %.1f GiB homed' % (
+                         n.id, n.pool, n.vcpus, modes[n.id],
+                         ', guests nova placed float over it'
+                         if n.shared else '', n.homed_kib / 1048576.0,
+                         n.memory_kib / 1048576.0))
+    lines.append('  reported as: %s' % printable(text))
+    return lines

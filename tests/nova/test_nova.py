@@ -42,6 +42,7 @@ driver = nova_pinning
 [nova_pinning]
 lock_path = {tmp}
 overcommit_file = {tmp}/overcommit.json
+summary_file = {tmp}/summary.json
 coalesce_delay = 0
 periodic_interval = 0
 # The eventlet child passes against the host's real libvirtd: only domains
@@ -122,6 +123,10 @@ class NovaChildTestCase(testtools.TestCase):
         self.assertIn('nova-pinning-hooks: hook bind_numa_affinity runs '
                       'after ComputeManager.', self.log)
         self.assertIn('nova-pinning-hooks: active (', self.log)
+        # The summary for nova's scheduler: on nova's own resource
+        # tracker (its _update, every claim and audit).
+        self.assertIn('nova-pinning-hooks: hook nova_pinning_node_summary '
+                      'runs after ResourceTracker._update', self.log)
 
 
 class TestThreadingMode(NovaChildTestCase):

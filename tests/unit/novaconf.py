@@ -17,6 +17,7 @@ def nova_like_conf(test, **pinning):
     cf = test.useFixture(config_fixture.Config(conf))
     tmp = test.useFixture(fixtures.TempDir()).path
     values = dict(lock_path=tmp, overcommit_file=tmp + '/oc.json',
+                  summary_file=tmp + '/summary.json',
                   coalesce_delay=0, periodic_interval=0)
     values.update(pinning)
     cf.config(group='nova_pinning', **values)

@@ -161,6 +161,28 @@ class TestStatusDrift(LiveCliTestCase):
         self.assertIn('kernel drift: a vCPU 0 runs on 0-3', out)
 
 
+class TestStatusSummary(LiveCliTestCase):
+
+    def test_status_shows_what_the_host_reports_to_the_scheduler(self):
+        code, out, err = self.run_cli('status', '--interval', '0')
+        self.assertEqual(0, code, err)
+        self.assertIn('scheduler summary (compute node stats '
+                      'nova_pinning_numa, ', out)
+        self.assertIn('3 of 3 vCPUs one-to-one, 0 cross-node, ratio 4',
+                      out)
+        self.assertIn('  node 0: pool 4 pCPUs, 3 vCPUs homed (dedicated)',
+                      out)
+        self.assertIn('  reported as: {"v":1,', out)
+        code, out, err = self.run_cli('status', '--interval', '0',
+                                      '--format', 'json')
+        data = json.loads(out)['scheduler_summary']
+        self.assertEqual(('nova_pinning_numa', 3),
+                         (data['key'], data['one_to_one_vcpus']))
+        # 32 GiB node, two guests of 1 GiB (their <memory>).
+        self.assertEqual([[0, 4, 3, 32 * 1048576, 2 * 1048576, 0]],
+                         json.loads(data['value'])['n'])
+
+
 class TestStatusRatio(LiveCliTestCase):
 
     def test_status_says_where_the_ratio_comes_from(self):

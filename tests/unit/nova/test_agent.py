@@ -251,13 +251,18 @@ class TestOutOfProcess(AgentTestCase):
                                         '/etc/nova/nova-compute.conf'],
                            config_dir=None)
         a.conf.nova_pinning.connection_uri = 'qemu:///system'
+        a.conf.nova_pinning.report_summary = True
+        a.conf.nova_pinning.summary_file = '/s/summary.json'
         argv = a.child_argv()
         self.assertEqual([sys.executable, '-m',
                           'nova_pinning_hooks.cmd.pinning', '--config-file',
                           '/etc/nova/nova.conf', '--config-file',
                           '/etc/nova/nova-compute.conf', 'agent',
+                          '--summary-file', '/s/summary.json',
                           '--connection', 'qemu:///system',
                           '--requests-on-stdin'], argv)
+        a.conf.nova_pinning.report_summary = False
+        self.assertNotIn('--summary-file', a.child_argv())
 
     def test_one_long_lived_worker_started_again_if_it_dies(self):
         conf = nova_like_conf(self)

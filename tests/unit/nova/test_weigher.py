@@ -1,0 +1,129 @@
+"""``OneToOneWeigher`` on stand-ins for nova's ``HostState`` and
+``RequestSpec`` (nova itself: ``tests/nova/test_weigher.py``)."""
+
+import logging
+import types
+
+import fixtures
+import testtools
+
+from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks.engine import summary as summary_mod
+from nova_pinning_hooks.nova import weigher as weigher_mod
+
+GIB = 1024 * 1024
+
+
+def text(vcpus, pool=(8, 8), ratio=4.0, cross=0):
+    n = len(vcpus)
+    return summary_mod.encode(summary_mod.Summary(
+        ratio, tuple(summary_mod.Node(i, pool[i], vcpus[i], 64 * GIB, 0,
+                                      False) for i in range(n)),
+        cross, sum(vcpus) + cross, 1732600000))
+
+
+def host(name, stats_text=None, vcpus_used=None, **stats):
+    if stats_text is not None:
+        stats[summary_mod.KEY] = stats_text
+        if vcpus_used is None and stats_text.startswith('{"v":1,'):
+            vcpus_used = summary_mod.decode(stats_text).seen
+    return types.SimpleNamespace(host=name, stats=stats,
+                                 vcpus_used=vcpus_used or 0, aggregates=[])
+
+
+def spec(vcpus=2, memory_mb=2048, numa_topology=None, **extra_specs):
+    return types.SimpleNamespace(
+        flavor=types.SimpleNamespace(vcpus=vcpus, memory_mb=memory_mb,
+                                     extra_specs=extra_specs),
+        numa_topology=numa_topology)
+
+
+def weigh(hosts, request):
+    w = weigher_mod.OneToOneWeigher()
+    return w.weigh_objects([types.SimpleNamespace(obj=h) for h in hosts],
+                           request)
+
+
+class TestWeights(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.logs = self.useFixture(fixtures.FakeLogger(
+            name='nova_pinning_hooks', level=logging.INFO))
+        weigher_mod._CACHE.clear()
+
+    def test_one_to_one_first_then_no_change_then_loss(self):
+        hosts = [host('loses', text((8, 8))),
+                 host('shared', text((12, 12))),
+                 host('fits-tight', text((6, 4))),
+                 host('fits-loose', text((0, 0))),
+                 host('no-package', num_instances='3')]
+        w = weigh(hosts, spec(vcpus=2))
+        self.assertEqual(['fits-tight', 'fits-loose', 'shared',
+                          'no-package', 'loses'],
+                         [h.host for _, h in sorted(
+                             zip(w, hosts), key=lambda p: -p[0])])
+        self.assertEqual(0.0, w[1])  # nobody gains or loses
+        self.assertEqual(0.0, w[4])  # no summary: neutral
+        self.assertEqual((-1.0, 1.0), (weigher_mod.OneToOneWeigher.minval,
+                                       weigher_mod.OneToOneWeigher.maxval))
+
+    def test_vcpus_placed_since_count(self):
+        """nova placed 2 vCPUs there since the summary (or consumed them
+        earlier in this request): node 0 is full, the next guest tips
+        it."""
+        s = text((6, 8))
+        self.assertGreater(weigh([host('h', s)], spec(vcpus=2))[0], 0.9)
+        self.assertLess(weigh([host('h', s, vcpus_used=16)],
+                              spec(vcpus=2))[0], 0)
+
+    def test_guests_nova_places_itself_are_neutral(self):
+        hosts = [host('a', text((8, 8))), host('b', text((0, 0)))]
+        for request in (spec(**{'hw:numa_nodes': '1'}),
+                        spec(**{'hw:cpu_policy': 'dedicated'}),
+                        spec(**{'hw:cpu_policy': 'mixed'}),
+                        spec(**{'resources:PCPU': '2'}),
+                        spec(numa_topology=object())):
+            self.assertEqual([0.0, 0.0], weigh(hosts, request))
+        self.assertNotEqual([0.0, 0.0], weigh(
+            hosts, spec(**{'hw:cpu_policy': 'shared'})))
+
+    def test_failures_are_neutral_and_logged_once_a_request(self):
+        hosts = [host('good', text((0, 0))),
+                 host('corrupt', 'not json'),
+                 host('version-9', '{"v":9}'),
+                 types.SimpleNamespace(host='odd', stats={
+                     summary_mod.KEY: text((0, 0))}, vcpus_used='x')]
+        w = weigh(hosts, spec())
+        self.assertGreater(w[0], 0)
+        self.assertEqual([0.0, 0.0, 0.0], w[1:])
+        self.assertEqual(1, self.logs.output.count('neutral weight for 3 '
+                                                   'host(s)'))
+        self.assertIn('corrupt (SummaryError', self.logs.output)
+        # A request it cannot read: every host neutral, one line.
+        self.assertEqual([0.0] * 4, weigh(hosts, object()))
+        self.assertIn('the request cannot be read', self.logs.output)
+
+    def test_one_host_as_nova_asks(self):
+        w = weigher_mod.OneToOneWeigher()
+        self.assertEqual(0.7, round(w._weigh_object(
+            host('h', text((0, 0))), spec(vcpus=2, memory_mb=2048)), 9))
+
+    def test_summaries_decoded_once(self):
+        hosts = [host('a', text((1, 0))), host('b', text((1, 0)))]
+        calls = []
+        real = summary_mod.decode
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.engine.summary.decode',
+            lambda t: calls.append(t) or real(t)))
+        for _ in range(3):
+            weigh(hosts, spec())
+        self.assertEqual(1, len(calls))
+
+    def test_multiplier_without_nova_is_the_default(self):
+        w = weigher_mod.OneToOneWeigher()
+        self.assertEqual(conf_mod.DEFAULT_WEIGHER_MULTIPLIER,
+                         w.weight_multiplier(host('a')))
+        w.weight_multiplier(host('b'))
+        self.assertEqual(1, self.logs.output.count('aggregate multipliers '
+                                                   'not read'))

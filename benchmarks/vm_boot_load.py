@@ -155,9 +155,10 @@ def main():
                     times[name].append(seconds)
                 else:
                     failed[name] += 1
-                print('boot %2d %-6s %-6s %6.1f s  %s%s' % (
+                # A failure's line already holds the kernel's words.
+                print('boot %2d %-6s %-6s %6.1f s  %s' % (
                     i, name, 'up' if ok else 'FAILED', seconds,
-                    verdict or '-', ('; ' + why) if why else ''), flush=True)
+                    (verdict or '-') if ok else why), flush=True)
     finally:
         stop_load(load)
     for name, _ in configs:

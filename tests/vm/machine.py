@@ -259,6 +259,8 @@ def host_tsc_khz(seconds=0.5):
     return khz if 100_000 <= khz <= 20_000_000 else None
 
 
+PANIC = 'Kernel panic - not syncing'
+
 # The VM's scheduling priority on the host (nice), set before qemu starts
 # so that every qemu thread has it: one TCG thread runs all 8 vCPUs, and
 # at the default priority it got 8 % of the host beside the stages that
@@ -362,6 +364,9 @@ class Machine:
             if time.monotonic() > deadline:
                 raise self._boot_error('the VM did not come up in %d s'
                                        % timeout)
+            if PANIC in self.console_text()[-65536:]:
+                # It will not come up: say so now, not at the deadline.
+                raise self._boot_error('the VM\'s kernel panicked')
             try:
                 boot_id = self.read('/proc/sys/kernel/random/boot_id',
                                     timeout=20).strip()

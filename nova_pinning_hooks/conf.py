@@ -250,6 +250,13 @@ pinning_opts = [
                 'option, the agent\'s --listen, the exporter); one more '
                 'is answered 503 at once (node_exporter\'s '
                 '--web.max-requests).'),
+    IntOpt('metrics_max_requests_per_peer', default=4, min=1, max=1000,
+           help='Of metrics_max_requests, how many one client may hold at '
+                'once (an IPv4 address, an IPv6 /64; every loopback '
+                'address counts as one client); one more from it is '
+                'answered 503 at once, so clients that hold connections '
+                'open cannot make every scrape from elsewhere a 503. '
+                'Refusals are logged, one warning a minute at most.'),
     FloatOpt('metrics_read_timeout', default=10.0, min=0.1, max=300.0,
              help='Seconds a metrics client has to send its whole HTTP '
                   'request (and to take the answer) before the '

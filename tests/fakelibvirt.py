@@ -120,6 +120,7 @@ class FakeHost:
         self.lock = threading.Lock()
         self.down = False  # the daemon is not answering
         self.connections = []
+        self.auths = []  # (credential types, callback, flags) of openAuth
         # Fault injection, by guest name.
         self.vanish_on_pin = set()  # destroyed just before its first pin
         self.busy = collections.Counter()  # pin calls to fail as busy
@@ -531,6 +532,27 @@ def open(uri):  # noqa: A001 - libvirt's name
     conn = FakeConnection(host, uri)
     host.connections.append(conn)
     return conn
+
+
+VIR_CRED_USERNAME = 1
+VIR_CRED_AUTHNAME = 2
+VIR_CRED_LANGUAGE = 3
+VIR_CRED_CNONCE = 4
+VIR_CRED_PASSPHRASE = 5
+VIR_CRED_ECHOPROMPT = 6
+VIR_CRED_NOECHOPROMPT = 7
+VIR_CRED_REALM = 8
+VIR_CRED_EXTERNAL = 9
+
+
+def openAuth(uri, auth, flags=0):  # noqa: N802 - libvirt's name
+    """libvirt's: ``auth`` is [credential types, callback, opaque]; the
+    host records it (``auths``), as a test of what the package offers."""
+    credtypes, callback, _opaque = auth
+    host = _HOSTS.get(uri)
+    if host is not None:
+        host.auths.append((list(credtypes), callback, flags))
+    return open(uri)
 
 
 def drop_connections(host):

@@ -84,6 +84,13 @@ case "$package" in on|off) ;; *) die "--package is on or off, not '$package'" ;;
 case "$compute2" in ''|host|kolla) ;; *) die "--compute2 is host or kolla, not '$compute2'" ;; esac
 
 [ -n "$compute2" ] || compute2=$(cat "$STATE/compute2-layout" 2>/dev/null || echo host)
+if [ "$compute2" = kolla ]; then
+    # nph-compute2's libvirtd (nova_libvirt) asks for SASL credentials on
+    # its TCP socket: this script's virsh and libvirt clients read the
+    # ones tools/kolla-compute.sh made (compute 1's libvirtd, with no
+    # authentication, asks for none).
+    export LIBVIRT_AUTH_FILE=$STATE/compute2/config/auth.conf
+fi
 venv=$CACHE/venv-$series
 py=$venv/bin/python
 etc=$STATE/etc
@@ -863,6 +870,14 @@ start_kolla_libvirtd() {
         exec /usr/sbin/sshd -f "$NPH_DIR/sshd_config"
     ' </dev/null >>"$LOG/sshd2.log" 2>&1 || die "host 2's sshd did not start (see $LOG/sshd2.log)"
     kolla_compute start
+    # A live migration from compute 1 is compute 1's libvirtd connecting
+    # to this one (nova's peer-to-peer migration): it takes the
+    # credentials from LIBVIRT_AUTH_FILE (above, when this script started
+    # it) or its /etc/libvirt/auth.conf (compute 1's etc), as
+    # kolla-ansible gives each nova_libvirt an auth.conf.
+    if [ -d "$(host_dir 1)/etc" ]; then
+        install -m 0600 "$dir/config/auth.conf" "$(host_dir 1)/etc/auth.conf"
+    fi
 }
 
 start_kolla_compute() {

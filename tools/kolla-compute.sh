@@ -24,6 +24,20 @@
 # (kolla: the migration interface's address, port 16509, which the host's
 # daemon may hold).
 #
+# libvirtd's TCP socket asks for a user and password (SASL DIGEST-MD5, as
+# kolla-ansible's libvirt_enable_sasl, its default, without TLS): a
+# libvirtd that accepts anyone on loopback gives every local user of the
+# machine root. The password is made once per DIR; the host's clients
+# (virsh, the tests, another compute's libvirtd for a migration) read
+# DIR/config/auth.conf through LIBVIRT_AUTH_FILE, nova_compute its copy
+# at /etc/libvirt/auth.conf (kolla-ansible's auth.conf).
+#
+# The package's agents are not kolla-ansible's containers: they run
+# without --privileged, with no capability but the one each needs, a
+# read-only root and only the host paths each uses (doc/source/
+# deploy.rst, "The isolation agent and nova-pinning agent"; never the
+# host's whole /run, which holds the container engine's socket).
+#
 # What tools/cloud.sh sets to run its nph-compute2 this way (cloud.sh's
 # --compute2 kolla): NPH_KOLLA_LIBVIRT_ADDR (listen_addr, default
 # 127.0.0.1), NPH_KOLLA_LIBVIRT_PORT, NPH_KOLLA_PREFIX (the containers'
@@ -60,6 +74,11 @@ libvirt_name=${prefix}nova_libvirt
 compute_name=${prefix}nova_compute
 agent_name=${prefix}pinning_agent
 isolate_name=${prefix}pinning_isolate
+# The host's clients' credentials for this libvirtd (made below), for
+# the virsh calls here.
+if [ -f "$dir/config/auth.conf" ]; then
+    export LIBVIRT_AUTH_FILE=$dir/config/auth.conf
+fi
 
 if [ "$cmd" = stop ] && [ "${1:-}" = compute ]; then
     # nova-compute alone (its restart): the guests and libvirtd stay.
@@ -92,6 +111,9 @@ images=$("$top/tools/kolla-images.sh" build)
 libvirt_image=$(sed -n 's/^nova_libvirt=//p' <<<"$images")
 compute_image=$(sed -n 's/^nova_compute=//p' <<<"$images")
 runtime=$(sed -n 's/^runtime=//p' <<<"$images")
+containers_conf=$(sed -n 's/^containers_conf=//p' <<<"$images")
+# kolla-images.sh says where podman's default ulimits cannot be set.
+if [ -n "$containers_conf" ]; then export CONTAINERS_CONF=$containers_conf; fi
 podman() { command podman --runtime "$runtime" "$@"; }
 
 mkdir -p "$dir"
@@ -110,13 +132,16 @@ install -d -m 0755 "$dir/state"
 install -d -m 0755 -o "$nova_uid" -g "$nova_uid" "$dir/state/nova"
 chown 42436:42436 "$dir/nova"
 
-# kolla-ansible's libvirtd.conf and qemu.conf (ansible/roles/nova-cell/
-# templates), without TLS or SASL; qemu's max_files/max_processes are
-# left out: this sandbox refuses to raise a process's limits.
+# kolla-ansible's libvirtd.conf, qemu.conf and sasl.conf (ansible/roles/
+# nova-cell/templates, libvirt_enable_sasl true, no TLS: its
+# libvirt_sasl_mech_list is then DIGEST-MD5, the one mechanism of
+# Debian's Cyrus SASL with the security layer libvirtd asks of a plain
+# TCP client); qemu's max_files/max_processes are left out: this sandbox
+# refuses to raise a process's limits.
 cat > "$dir/config/libvirtd.conf" <<EOF
 listen_tcp = 1
 listen_tls = 0
-auth_tcp = "none"
+auth_tcp = "sasl"
 tcp_port = "$port"
 ca_file = ""
 log_level = 3
@@ -128,10 +153,33 @@ stdio_handler = "logd"
 user = "nova"
 group = "nova"
 EOF
+cat > "$dir/config/sasl.conf" <<'EOF'
+mech_list: digest-md5
+sasldb_path: /etc/libvirt/passwd.db
+EOF
+# The SASL user and its password (kolla-ansible's libvirt_sasl_authname
+# and libvirt_sasl_password): made once, root's alone. The host's
+# clients' auth.conf and nova_compute's (kolla-ansible's, owned by the
+# user nova-compute runs as) give them for any libvirtd that asks: only
+# this one does here.
+(umask 077
+ if [ ! -s "$dir/config/sasl-password" ]; then
+     head -c 24 /dev/urandom | base64 | tr -d '/+=\n' > "$dir/config/sasl-password"
+ fi)
+sasl_user=nova
+sasl_password=$(cat "$dir/config/sasl-password")
+(umask 077
+ printf '[credentials-default]\nauthname=%s\npassword=%s\n\n[auth-libvirt-default]\ncredentials=default\n' \
+     "$sasl_user" "$sasl_password" > "$dir/config/auth.conf"
+ cp "$dir/config/auth.conf" "$dir/config/compute-auth.conf")
+chmod 0600 "$dir/config/sasl-password" "$dir/config/auth.conf" \
+    "$dir/config/compute-auth.conf"
+chown "$nova_uid:$nova_uid" "$dir/config/compute-auth.conf"
+export LIBVIRT_AUTH_FILE=$dir/config/auth.conf
 mkdir -p "$dir/log/libvirt"
 if [ ! -f "$dir/etc/nova-pinning-hooks.conf" ]; then
-    # The agents reach libvirt through its socket under /run (deploy.rst
-    # runs them with --network none).
+    # The agents reach libvirt through its UNIX socket in /run/libvirt
+    # (deploy.rst runs them with --network none).
     printf '[nova_pinning]\nconnection_uri = qemu:///system\n' \
         > "$dir/etc/nova-pinning-hooks.conf"
 fi
@@ -147,15 +195,57 @@ extra=(-v "$dir/state:/var/lib/nova-pinning-hooks"
        -v "$dir/etc:/etc/nova-pinning-hooks:ro")
 conf=/etc/nova-pinning-hooks/nova-pinning-hooks.conf
 isolate_conf=/etc/nova-pinning-hooks/${NPH_KOLLA_ISOLATE_CONF:-nova-pinning-hooks.conf}
-# deploy.rst's isolation agent container: privileged, host PID and cgroup
-# namespaces, no network, the cgroup tree, /run (here DIR/run) and the
-# host's system bus.
-isolate_opts=(--privileged --pid host --cgroupns host --network none
+# What both agents' containers are not given: --privileged, a capability
+# beyond the one each needs, new privileges (setuid binaries, file
+# capabilities), a writable root, a network, the host's /run (the
+# container engine's socket is there: host root through its API).
+least=(--cap-drop ALL --security-opt no-new-privileges --read-only
+       --network none)
+# deploy.rst's isolation agent: the host's PID and cgroup namespaces; it
+# moves host processes between cgroups (the cgroup tree, writable) and
+# sets threads' affinity back at undo (CAP_SYS_NICE: the kernel asks it
+# to move a process with capabilities it lacks, and to set another
+# user's affinity); on cgroup v1 it makes its group at the root of the
+# cpuset (and memory) hierarchy, a directory of mode 0555 even to root
+# (CAP_DAC_OVERRIDE; on a systemd host systemd makes the cgroups); it
+# writes interrupts' affinity (/proc/irq, which podman makes read-only:
+# unmasked) and the unbound workqueues' cpumask; it reads libvirt's qemu
+# pid files (which CPUs are one-to-one) and the state directory (its own
+# state, nova's overcommit file); the host's system bus where systemd
+# runs (AllowedCPUs= over D-Bus).
+isolate_caps=(--cap-add SYS_NICE)
+if [ -e /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
+    isolate_caps+=(--cap-add DAC_OVERRIDE)
+fi
+isolate_opts=("${least[@]}" "${isolate_caps[@]}" --pid host --cgroupns host
+              --security-opt unmask=/proc/irq
               -v /sys/fs/cgroup:/sys/fs/cgroup
-              -v "$dir/run:/run"
-              -v /run/dbus:/run/dbus
+              -v /sys/devices/virtual/workqueue:/sys/devices/virtual/workqueue
+              -v "$dir/run/libvirt/qemu:/run/libvirt/qemu:ro"
               "${extra[@]}"
               --user root)
+if [ -S /run/dbus/system_bus_socket ]; then
+    isolate_opts+=(-v /run/dbus:/run/dbus)
+fi
+# deploy.rst's binding agent: the host's PID namespace (the qemu
+# processes' /proc: pins, proof, schedstat) and cgroup namespace with the
+# memory controller's tree read-only (a guest's memory by NUMA node: on
+# cgroup v1 its own hierarchy, since a read-only bind of /sys/fs/cgroup
+# leaves the controllers mounted under it writable; on v2 the one
+# hierarchy); libvirt's UNIX socket (the directory: libvirtd makes the
+# socket anew at each start); the state directory read-only (it takes
+# the pass lock, an flock on the directory, and reads nova's overcommit
+# file); no capability at all (a guest whose memory its cgroup does not
+# tell, hugepage-backed, falls back to /proc/<pid>/numa_maps, which
+# needs CAP_SYS_PTRACE: deploy.rst).
+memory_cgroup=/sys/fs/cgroup
+[ -d /sys/fs/cgroup/memory ] && memory_cgroup=/sys/fs/cgroup/memory
+agent_opts=("${least[@]}" --pid host --cgroupns host
+            -v "$memory_cgroup:$memory_cgroup:ro"
+            -v "$dir/run/libvirt:/run/libvirt:ro"
+            -v "$dir/state:/var/lib/nova-pinning-hooks:ro"
+            -v "$dir/etc:/etc/nova-pinning-hooks:ro"
+            --user root)
 
 if [ "$cmd" = undo ]; then
     podman stop -t 10 "$isolate_name" >/dev/null 2>&1 || true
@@ -184,6 +274,7 @@ if ! running "$libvirt_name"; then
         --privileged --pid host --cgroupns host --network host \
         -v "$dir/config/libvirtd.conf:/etc/libvirt/libvirtd.conf:ro" \
         -v "$dir/config/qemu.conf:/etc/libvirt/qemu.conf:ro" \
+        -v "$dir/config/sasl.conf:/etc/sasl2/libvirt.conf:ro" \
         "${modules[@]}" \
         -v "$dir/run:/run" \
         -v /dev:/dev \
@@ -194,6 +285,14 @@ if ! running "$libvirt_name"; then
         -v "$dir/nova:/var/lib/nova" \
         -v "$dir/qemu:/etc/libvirt/qemu" \
         "$libvirt_image" >/dev/null
+fi
+# kolla-ansible's "Configure libvirt SASL" (saslpasswd2 in nova_libvirt):
+# the user in libvirt's sasldb, in the realm of the container's hostname
+# (DIGEST-MD5's default). Again at each start: the container is new.
+if ! printf '%s' "$sasl_password" | podman exec -i "$libvirt_name" \
+        saslpasswd2 -p -c -a libvirt -f /etc/libvirt/passwd.db "$sasl_user"; then
+    echo "kolla-compute.sh: saslpasswd2 failed in $libvirt_name" >&2
+    exit 1
 fi
 # libvirtd answers within a second or two of its start.
 if ! timeout 30 bash -c 'until virsh -q -c "$1" version >/dev/null 2>&1; do
@@ -224,19 +323,16 @@ for want in "$@"; do
             -v "$dir/log:/var/log/kolla" \
             -v "$dir/lib:/var/lib/libvirt" \
             -v "$dir/nova:/var/lib/nova" \
+            -v "$dir/config/compute-auth.conf:/etc/libvirt/auth.conf:ro" \
             "${extra[@]}" \
             "$compute_image" ${NPH_KOLLA_COMPUTE_COMMAND:-sleep infinity} >/dev/null
         ;;
     agent)
-        # deploy.rst's binding agent container: privileged, host PID
-        # namespace, no network; /run for libvirt's socket and pid files.
+        # deploy.rst's binding agent container (agent_opts above).
         running "$agent_name" && continue
         podman rm -f "$agent_name" >/dev/null 2>&1 || true
-        podman run -d --name "$agent_name" \
-            --privileged --pid host --network none \
-            -v "$dir/run:/run" \
-            "${extra[@]}" \
-            --user root "$compute_image" \
+        podman run -d --name "$agent_name" "${agent_opts[@]}" \
+            "$compute_image" \
             /var/lib/kolla/venv/bin/nova-pinning --config-file "$conf" agent \
             >/dev/null
         ;;

@@ -7,7 +7,9 @@
 # (debian:bookworm) is made with debootstrap and `podman import`.
 #
 #   tools/kolla-images.sh build
-#       # prints runtime=OCI-RUNTIME, nova_libvirt=IMAGE, nova_compute=IMAGE,
+#       # prints runtime=OCI-RUNTIME, containers_conf=PATH (for podman
+#       # run: CONTAINERS_CONF, empty where none is needed, below),
+#       # nova_libvirt=IMAGE, nova_compute=IMAGE,
 #       # nova_compute_kolla=IMAGE (kolla's, without the package) and
 #       # nova_compute_derived=IMAGE (deploy.rst's derived image from it)
 #
@@ -33,6 +35,32 @@ if [ "$(id -u)" != 0 ]; then
     exit 2
 fi
 
+# qemu runs as nova inside nova_libvirt (kolla-ansible's qemu.conf:
+# user = "nova") and opens the host's /dev/kvm, which belongs to the
+# host's kvm group: the image's kvm group gets the host's gid, so that
+# the gid is part of the base image's key. Without /dev/kvm there is no
+# such gid (and no KVM guest to run): said in one line, before anything
+# is built. A /dev/kvm of group 0 that everyone may open needs no group.
+kvm=/dev/kvm
+if [ ! -c "$kvm" ]; then
+    echo "kolla-images.sh: $kvm is missing (or not a character device): nova_libvirt runs KVM guests as nova through the host's kvm group (load kvm_intel or kvm_amd, or build on a host with KVM)" >&2
+    exit 2
+fi
+kvm_gid=$(stat -c %g "$kvm")
+if [ "$kvm_gid" = 0 ]; then
+    if [ "$(( 0$(stat -c %a "$kvm") & 6 ))" != 6 ]; then
+        echo "kolla-images.sh: $kvm belongs to group 0 and only root may open it: qemu runs as nova in nova_libvirt; give it a kvm group (udev) or mode 0666" >&2
+        exit 2
+    fi
+    kvm_group=''
+else
+    # Lines of the base image's RUN below.
+    kvm_group="    && (getent group kvm >/dev/null && groupmod -g $kvm_gid kvm \\
+        || groupadd -g $kvm_gid kvm) \\
+    && usermod --append --groups kvm nova \\
+"
+fi
+
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${NPH_KOLLA_CACHE:-/var/cache/nova-pinning-hooks/kolla}
 constraints=$top/tools/constraints/nova-34.txt
@@ -51,20 +79,31 @@ for tool in podman debootstrap; do
     fi
 done
 
-# This sandbox refuses to raise RLIMIT_NOFILE/NPROC, and podman's default
-# ulimits make every `podman run` fail ("crun: setrlimit RLIMIT_NOFILE:
-# Operation not permitted"). Switch them off only where nobody has chosen
-# otherwise, and say so.
-containers_conf=/etc/containers/containers.conf
-if ! grep -qs '^[[:space:]]*default_ulimits' "$containers_conf"; then
-    if grep -qs '^\[containers\]' "$containers_conf"; then
-        sed -i '/^\[containers\]/a default_ulimits = []' "$containers_conf"
-    else
-        mkdir -p "$(dirname "$containers_conf")"
-        printf '[containers]\ndefault_ulimits = []\n' >> "$containers_conf"
-    fi
-    log "set [containers] default_ulimits = [] in $containers_conf" \
-        "(podman's default ulimits cannot be raised here)"
+# podman (4.3) starts every container with RLIMIT_NOFILE 1048576 and
+# RLIMIT_NPROC 4194304 unless told otherwise, and a host that refuses to
+# raise its limits that far (this sandbox: root without CAP_SYS_RESOURCE)
+# refuses every `podman run` and `podman build` ("error setting rlimit
+# type 7: operation not permitted"). There, and only there, this
+# script's and kolla-compute.sh's podman commands read a containers.conf
+# of their own, [containers] default_ulimits = [] (the containers keep
+# podman's own limits), through CONTAINERS_CONF: nothing of the host's
+# podman configuration changes, for no other user and not for later
+# (podman 4.3 has no CONTAINERS_CONF_OVERRIDE, and CONTAINERS_CONF
+# replaces the system's containers.conf files for these commands only;
+# Debian's /usr/share/containers/containers.conf sets nothing but
+# defaults). A CONTAINERS_CONF of the caller's is kept. `podman exec`
+# needs none of it: an exec takes the container's own limits.
+containers_conf=${CONTAINERS_CONF:-}
+if [ -z "$containers_conf" ] && ! (ulimit -Hn 1048576 && ulimit -Hu 4194304) 2>/dev/null; then
+    containers_conf=$cache/containers.conf
+    mkdir -p "$cache"
+    printf '# tools/kolla-images.sh: podman'"'"'s default ulimits cannot be raised here\n[containers]\ndefault_ulimits = []\n' \
+        > "$containers_conf.tmp"
+    chmod 0644 "$containers_conf.tmp"
+    mv "$containers_conf.tmp" "$containers_conf"
+fi
+if [ -n "$containers_conf" ]; then
+    export CONTAINERS_CONF=$containers_conf
 fi
 
 # crun refuses a cgroup v1 host whose cgroup2 hierarchy holds a
@@ -85,12 +124,6 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)$/\1/p' \
 [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" {print $2; exit}' \
                                  /etc/apt/sources.list 2>/dev/null)
 mirror=${mirror:-http://deb.debian.org/debian}
-
-# qemu runs as nova inside nova_libvirt (kolla-ansible's qemu.conf:
-# user = "nova") and opens the host's /dev/kvm, which belongs to the
-# host's kvm group: the image's kvm group gets the host's gid, so that
-# the gid is part of the base image's key.
-kvm_gid=$(stat -c %g /dev/kvm 2>/dev/null || echo 0)
 
 mkdir -p "$cache/pip"
 exec 9>"$cache/build.lock"
@@ -152,9 +185,7 @@ RUN groupadd --gid 42400 kolla \\
     && useradd -l -M --shell /usr/sbin/nologin --uid 42436 --gid 42436 nova \\
     && groupadd --gid 42427 qemu \\
     && useradd -l -M --shell /usr/sbin/nologin --uid 42427 --gid 42427 qemu \\
-    && (getent group kvm >/dev/null && groupmod -g $kvm_gid kvm \\
-        || groupadd -g $kvm_gid kvm) \\
-    && usermod --append --home /var/lib/nova --groups kolla,qemu,kvm nova \\
+${kvm_group}    && usermod --append --home /var/lib/nova --groups kolla,qemu nova \\
     && mkdir -p /var/lib/nova /var/log/kolla \\
     && chown 42436:42436 /var/lib/nova \\
     && chown :kolla /var/log/kolla && chmod 2775 /var/log/kolla
@@ -164,8 +195,11 @@ base=$(stage base)
 
 # -- nova-libvirt: kolla/docker/nova/nova-libvirt ---------------------------
 # kolla's Debian list, less what this host's tests do not use (ceph,
-# openvswitch, swtpm, spice, OVMF, sasl, pm-utils, mdevctl):
-# libvirt-daemon-system, libvirt-clients, qemu, virtlogd. Its start
+# openvswitch, swtpm, spice, OVMF, pm-utils, mdevctl):
+# libvirt-daemon-system, libvirt-clients, qemu, virtlogd, and Cyrus
+# SASL's plugins and saslpasswd2 (kolla-ansible's libvirt_enable_sasl,
+# its default: libvirtd's TCP socket asks for a user and password,
+# tools/kolla-compute.sh). Its start
 # script as kolla's kolla_nova_libvirt_start.sh: virtlogd beside
 # libvirtd --listen, libvirtd the container's main process.
 cat > "$ctx/Containerfile" <<EOF
@@ -174,7 +208,7 @@ LABEL name="nova-libvirt" nph.kolla="docker/nova/nova-libvirt"
 RUN apt-get update \\
     && apt-get install -y --no-install-recommends libvirt-daemon-system \\
         libvirt-clients libvirt-daemon-driver-qemu qemu-system-x86 \\
-        qemu-utils iproute2 \\
+        qemu-utils iproute2 libsasl2-modules sasl2-bin \\
     && rm -rf /var/lib/apt/lists/* \\
     && rm -f /etc/libvirt/qemu/networks/default.xml \\
         /etc/libvirt/qemu/networks/autostart/default.xml
@@ -205,7 +239,7 @@ FROM $base
 LABEL name="nova-base" nph.kolla="docker/openstack-base docker/nova/nova-base"
 RUN apt-get update \\
     && apt-get install -y --no-install-recommends python3-venv \\
-        python3-libvirt iproute2 openssh-client qemu-utils \\
+        python3-libvirt libsasl2-modules iproute2 openssh-client qemu-utils \\
     && rm -rf /var/lib/apt/lists/*
 COPY upper-constraints.txt /requirements/upper-constraints.txt
 RUN sed -e "/^ovs===/d" -i /requirements/upper-constraints.txt \\
@@ -278,6 +312,8 @@ if ! have "$derived"; then
 fi
 
 echo "runtime=$runtime"
+# podman run and build need it here (above); empty where they do not.
+echo "containers_conf=${containers_conf}"
 echo "nova_libvirt=$libvirt_image"
 echo "nova_compute=$compute"
 echo "nova_compute_kolla=$kolla_compute"

@@ -24,6 +24,16 @@ Invariants:
   Only a regular file of at most 1 MiB is read, never through a link and
   never blocking on a FIFO (``safefs.read_file``): root's commands read
   this file from the nova user's directory.
+* A file on a filesystem that is read-only as a whole (its superblock:
+  ext4's ``errors=remount-ro`` after an I/O error, ``mount -o
+  remount,ro``) is refused by every reader, nova-compute's passes
+  included: nova-compute can neither rewrite it nor set it aside there,
+  so nobody can tell whether it still holds nova-compute's configuration
+  (issue 40, L-2: nova-compute refused its passes while the root agent,
+  ``rebind``, the exporter and the isolation agent used the old CPU
+  sets). A read-only mount of a writable filesystem (a reader's
+  container given the state directory ``:ro``) is not that: there
+  nova-compute still keeps the file.
 """
 
 import os
@@ -93,6 +103,51 @@ def set_aside(path: str) -> bool:
     return True
 
 
+def superblock_read_only(mountinfo: str, mount_id: int) -> bool:
+    """Whether the mount ``mount_id`` of ``mountinfo`` (the text of
+    /proc/self/mountinfo) is of a filesystem read-only as a whole: its
+    super options (after the `` - `` separator: type, source, options)
+    say ``ro``. A mount not found counts as read-only."""
+    for line in mountinfo.splitlines():
+        fields = line.split(' ')
+        if not fields or fields[0] != str(mount_id):
+            continue
+        try:
+            sep = fields.index('-', 6)
+            return 'ro' in fields[sep + 3].split(',')
+        except (ValueError, IndexError):
+            return True
+    return True
+
+
+def _read_only_filesystem(path: str) -> bool:
+    """Whether ``path`` is on a filesystem read-only as a whole (not
+    merely mounted read-only here): first ``fstatvfs`` (nothing more is
+    read when the mount is writable), then the kernel's mount id of the
+    descriptor (/proc/self/fdinfo) and that mount's super options
+    (/proc/self/mountinfo). Unknown counts as read-only."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # gone meanwhile: read() said what it read
+    try:
+        if not os.fstatvfs(fd).f_flag & os.ST_RDONLY:
+            return False
+        mount_id = None
+        with open('/proc/self/fdinfo/%d' % fd, encoding='ascii') as f:
+            for line in f:
+                if line.startswith('mnt_id:'):
+                    mount_id = int(line.split()[1])
+        with open('/proc/self/mountinfo', encoding='utf-8',
+                  errors='replace') as f:
+            mountinfo = f.read(4 << 20)
+    except (OSError, ValueError):
+        return True
+    finally:
+        os.close(fd)
+    return mount_id is None or superblock_read_only(mountinfo, mount_id)
+
+
 def read(path: str) -> OvercommitInfo:
     """The validated content of the file; OvercommitError if unusable."""
     try:
@@ -118,6 +173,12 @@ def read(path: str) -> OvercommitInfo:
         raise OvercommitError('overcommit file %s is corrupt: %s'
                               % (path, exc)) from None
     _check(content, path)
+    if _read_only_filesystem(path):
+        raise OvercommitError(
+            'overcommit file %s is on a read-only filesystem: nova-compute '
+            'cannot rewrite it there, so nothing tells that it still holds '
+            'nova-compute\'s configuration; passes do not run until the '
+            'filesystem is writable again' % path)
     return OvercommitInfo(
         allocation_ratio=float(content['allocation_ratio']),
         shared_cpus=content.get('shared_cpus'),

@@ -181,7 +181,7 @@ class Host:
         if self._conn is not None:
             LOG.warning('libvirt connection to %s lost; reopening', self.uri)
             self._drop()
-        self._conn = self.call('read', 'open', libvirtapi.libvirt.open,
+        self._conn = self.call('read', 'open', libvirtapi.open_connection,
                                self.uri)
         if self.model is not None:
             # Whatever happened while no connection was open is unknown.

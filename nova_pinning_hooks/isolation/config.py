@@ -7,7 +7,8 @@ overcommit file); a refused configuration has changed nothing.
 
 Refused: reserved CPUs unset, empty, unparsable, not online, or every
 online CPU (no CPU left for guests); reserved CPUs overlapping nova's
-``cpu_shared_set`` / ``cpu_dedicated_set`` (from the overcommit file);
+``cpu_shared_set`` / ``cpu_dedicated_set`` (from the overcommit file),
+or an overcommit file that cannot tell them (stale, unusable);
 memory nodes not online; a memory limit too small for the host's daemons
 or beyond the host's memory; a group or unit name that is not a plain
 name; ``machine.slice`` (the guests) among the confined units; a mode
@@ -131,23 +132,31 @@ def _reserved_cpus(conf: typing.Any, paths: HostPaths) -> frozenset[int]:
 
 def _nova_sets(conf: typing.Any) -> typing.Optional[NovaSets]:
     """nova's (cpu_shared_set, cpu_dedicated_set) from the overcommit
-    file; None where there is no nova (no file) or it cannot be read."""
+    file; None where there is no nova (no file, none set aside).
+    ConfigError where there is one that cannot be used (stale: set aside
+    by a nova-compute that could not rewrite it; on a read-only
+    filesystem; corrupt, a link...): nova's present CPU sets are not
+    known then, and nothing is confined against sets nobody checked
+    (issue 40, L-1: a stale file used to skip the check)."""
     path = conf.nova_pinning.overcommit_file
-    if not path or not (os.path.exists(path) or
+    if not path or not (os.path.lexists(path) or
                         os.path.lexists(overcommitfile.stale_path(path))):
-        return None  # no nova here; a stale one is said below
+        return None  # no nova here
     try:
         info = overcommitfile.read(path)
     except overcommitfile.OvercommitError as exc:
-        LOG.warning('isolation: cannot check reserved_cpus against nova\'s '
-                    'CPU sets: %s', exc)
-        return None
+        raise ConfigError('cannot check [nova_pinning] reserved_cpus '
+                          'against nova\'s CPU sets: %s' % exc) from None
     return info.shared_cpus, info.dedicated_cpus
 
 
-def _check_guest_overlap(conf: typing.Any, cpus: frozenset[int],
-                         nova_sets: typing.Optional[NovaSets] = None
-                         ) -> None:
+def check_guest_overlap(conf: typing.Any, cpus: frozenset[int],
+                        nova_sets: typing.Optional[NovaSets] = None
+                        ) -> None:
+    """ConfigError when ``cpus`` (the reserved CPUs) overlap nova's
+    ``cpu_shared_set`` or ``cpu_dedicated_set`` (``nova_sets``, else
+    the overcommit file read now), or when nova's sets cannot be known
+    (``_nova_sets``). ``watch`` calls it again at every sweep."""
     if nova_sets is None:
         nova_sets = _nova_sets(conf)
     if nova_sets is None:
@@ -311,7 +320,7 @@ def load(conf: typing.Any, paths: HostPaths = HOST,
     file is read here."""
     opts = conf.nova_pinning_isolation
     cpus = _reserved_cpus(conf, paths)
-    _check_guest_overlap(conf, cpus, nova_sets)
+    check_guest_overlap(conf, cpus, nova_sets)
     mems = _memory_nodes(opts, paths)
     check_names(opts)
     mode, systemctl, bus = resolve_mode(opts, paths)

@@ -31,7 +31,13 @@ Invariants:
   answers, a bug) and go on: only ``stop`` ends them;
 * the status is published after apply and after every sweep
   (``statusfile``): the metrics and nova-compute read it instead of
-  asking systemd.
+  asking systemd;
+* ``watch`` checks the reserved CPUs against nova's CPU sets again at
+  every sweep (``config.check_guest_overlap``: the overcommit file read
+  anew): while they overlap, or nova's sets cannot be known (the file
+  set aside as stale, unusable), it confines nothing more (``paused``,
+  one error line when that starts, one line when it ends, published in
+  the status); what is confined stays, as when the agent stops.
 """
 
 import threading
@@ -117,6 +123,9 @@ class Isolator:
         self.proc = paths.proc
         self.state: typing.Optional[dict[str, typing.Any]] = None
         self.lock = state.Lock(self.settings.state_file)
+        # Why ``watch`` confines nothing more now (nova's CPU sets), or
+        # None while it may.
+        self.paused: typing.Optional[str] = None
 
     # -- apply ------------------------------------------------------------
 
@@ -163,13 +172,37 @@ class Isolator:
         """Publish the status that the metrics and nova-compute read
         instead of asking systemd (``statusfile``); never raises."""
         try:
-            statusfile.write(self.settings.state_file,
-                             report.agent_status(self.conf, self.settings,
-                                                 self.backend),
+            status = report.agent_status(self.conf, self.settings,
+                                         self.backend)
+            if self.paused is not None:
+                status['paused'] = self.paused
+            statusfile.write(self.settings.state_file, status,
                              self.settings.sweep_interval, self.proc)
         except Exception as exc:
             LOG.error('isolation: cannot publish the status: %s: %s',
                       type(exc).__name__, exc)
+
+    def may_confine(self) -> bool:
+        """At a sweep of ``watch``: whether the reserved CPUs are still
+        clear of nova's CPU sets, read again from the overcommit file
+        (nova-compute may have been restarted with other sets, or have
+        set its file aside as stale). Sets ``paused``; one error line
+        when confining stops, one when it may go on again."""
+        try:
+            config.check_guest_overlap(self.conf, self.settings.cpus)
+        except config.ConfigError as exc:
+            if self.paused != str(exc):
+                LOG.error('isolation: %s; confining nothing more until '
+                          'that is resolved (what is confined stays '
+                          'confined; "undo" releases it)', exc)
+            self.paused = str(exc)
+            return False
+        if self.paused is not None:
+            LOG.info('isolation: reserved_cpus %s are clear of nova\'s '
+                     'CPU sets again: confining again',
+                     cpuset.format(self.settings.cpus))
+            self.paused = None
+        return True
 
     # -- moving processes (cgroup v1) ----------------------------------------
 
@@ -319,7 +352,8 @@ class Isolator:
             if deadline is not None and time.monotonic() >= deadline:
                 return
             try:
-                self.backend.ensure()
+                if self.may_confine():
+                    self.backend.ensure()
             except BackendError as exc:
                 LOG.error('isolation: %s', exc)
             except Exception:
@@ -359,15 +393,16 @@ class Isolator:
                 return
             try:
                 for p in watcher.wait(self._until(deadline, WAIT)):
-                    if self.confine(p):
+                    if self.paused is None and self.confine(p):
                         LOG.info('isolation: followed %s (pid %d) into '
                                  'the host group', p.comm, p.pid)
                 if time.monotonic() >= next_sweep:
-                    self.backend.ensure()  # recreated if removed
-                    moved = self.sweep()
-                    if moved:
-                        LOG.info('isolation: sweep moved %d processes',
-                                 moved)
+                    if self.may_confine():
+                        self.backend.ensure()  # recreated if removed
+                        moved = self.sweep()
+                        if moved:
+                            LOG.info('isolation: sweep moved %d processes',
+                                     moved)
                     self.follow_pins()
                     self.publish()
                     next_sweep = time.monotonic() + s.sweep_interval

@@ -22,10 +22,17 @@ Invariants:
   holds the same ratio and CPU sets; else it is set aside as stale and
   ``before_pass`` refuses every pass (one error line, not one a pass)
   until a write succeeds, so no pass binds with another process's CPU
-  sets or ratio.
+  sets or ratio. A file set aside that holds them again (nova-compute
+  restarted with its old configuration while the disk is still full)
+  is taken back (a rename: it needs no space);
+* on a filesystem read-only as a whole nothing can be rewritten nor set
+  aside, and every reader, this one's passes included, refuses the
+  file there (``overcommitfile.read``): no pass runs anywhere on the
+  host until it is writable again.
 """
 
 import datetime
+import errno
 import os
 import socket
 import typing
@@ -145,9 +152,37 @@ class RatioFile:
                  path, content['allocation_ratio'], content['ratio_source'])
         return True
 
+    @staticmethod
+    def _take_back(path: str, content: dict[str, typing.Any],
+                   exc: Exception) -> bool:
+        """The file could not be written, and a file set aside as stale
+        holds ``content``'s ratio and CPU sets (nova-compute restarted
+        with the configuration it had): rename it back into place (no
+        space needed) and use it. Before, it stayed aside and no pass
+        ran until the disk had room again (issue 40, L-2)."""
+        stale = overcommitfile.stale_path(path)
+        if os.path.lexists(path) or not os.path.lexists(stale) or \
+                not overcommitfile.matches(stale, content):
+            return False
+        try:
+            os.replace(stale, path)
+        except OSError:
+            return False
+        LOG.warning('nova-pinning-hooks: cannot rewrite the overcommit '
+                    'file %s: %s; the file set aside as %s holds this '
+                    'configuration (ratio %s, the same CPU sets): taken '
+                    'back and used', path,
+                    getattr(exc, 'strerror', None) or exc, stale,
+                    content['allocation_ratio'])
+        return True
+
     def _not_written(self, path: str,
                      content: typing.Optional[dict[str, typing.Any]],
                      exc: Exception, ratio: typing.Optional[float]) -> None:
+        if content is not None and self._take_back(path, content, exc):
+            self.ratio, self.written_ratio = content['allocation_ratio'], ratio
+            self.ok, self.error = True, None
+            return
         if content is not None and overcommitfile.matches(path, content):
             # Same ratio and CPU sets as this process computed: right.
             self.ratio, self.written_ratio = content['allocation_ratio'], ratio
@@ -164,8 +199,13 @@ class RatioFile:
                     if overcommitfile.set_aside(path) or os.path.lexists(stale)
                     else 'there is no old one')
         except OSError as aside:
-            what = ('the old one could not be set aside (%s); passes '
-                    'elsewhere may read it' % (aside.strerror or aside))
+            if aside.errno == errno.EROFS:
+                what = ('its filesystem is read-only: nothing there can be '
+                        'set aside, and every reader refuses the file '
+                        'until it is writable again')
+            else:
+                what = ('the old one could not be set aside (%s); passes '
+                        'elsewhere may read it' % (aside.strerror or aside))
         message = ('cannot write the overcommit file %s: %s; %s; no pass '
                    'runs until it is written (tried again before each '
                    'pass)' % (path, getattr(exc, 'strerror', None) or exc,

@@ -10,8 +10,8 @@ Invariants:
 * a scrape of an ``Endpoint`` goes through a reconciler of the
   endpoint's own (its own libvirt connection): a scrape never waits for
   a pass, nor a pass for a scrape;
-* the server is bounded by ``[nova_pinning] metrics_max_requests`` and
-  ``metrics_read_timeout``.
+* the server is bounded by ``[nova_pinning] metrics_max_requests``,
+  ``metrics_max_requests_per_peer`` and ``metrics_read_timeout``.
 """
 
 import threading
@@ -29,13 +29,15 @@ def server(rec: reconciler.Reconciler, conf: typing.Any, address: str,
            ) -> httpserve.MetricsServer:
     """A ``httpserve.MetricsServer`` of the host's metrics (and of
     ``stats``) on ``address``:``port``, bounded by ``[nova_pinning]
-    metrics_max_requests`` and ``metrics_read_timeout``, not started.
+    metrics_max_requests``, ``metrics_max_requests_per_peer`` and
+    ``metrics_read_timeout``, not started.
     Raises ``OSError`` if the address cannot be bound."""
     group = conf.nova_pinning
     return httpserve.MetricsServer(
         address, port, metrics.LiveCollector(rec, conf, stats).render,
         max_requests=group.metrics_max_requests,
-        read_timeout=group.metrics_read_timeout)
+        read_timeout=group.metrics_read_timeout,
+        max_per_peer=group.metrics_max_requests_per_peer)
 
 
 def serve(rec: reconciler.Reconciler, conf: typing.Any, address: str,

@@ -26,9 +26,21 @@ Invariants:
   one request per connection (``Connection: close``); no request body is
   ever read;
 * ``render`` failing is a ``500`` with a one-line reason, never an
-  exception out of the server.
+  exception out of the server;
+* one peer holds at most ``max_per_peer`` of those requests at once
+  (``peer_of``: an IPv4 address, an IPv6 /64, and every loopback
+  address one peer, since a local user may connect from any of
+  127.0.0.0/8); one more from it is answered ``503`` the same way, so
+  a client that holds connections open starves only itself, not the
+  Prometheus that scrapes from elsewhere (issue 40, L-3: 40 slow
+  connections every 10 s made every scrape a 503);
+* every refusal is counted (``refused``, ``refused_per_peer``) and
+  logged: one warning line at once, then at most one a
+  ``REFUSAL_LOG_INTERVAL`` with what was refused since, never a line a
+  connection.
 """
 
+import collections
 import ipaddress
 import re
 import socket
@@ -36,11 +48,35 @@ import threading
 import time
 import typing
 
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
 REQUEST_LIMIT = 8192  # bytes of request line and headers
 CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 PATHS = ('/metrics', '/')
 METHODS = ('GET', 'HEAD')
 ACCEPT_POLL = 0.5  # seconds between checks of the stop event
+REFUSAL_LOG_INTERVAL = 60.0  # seconds between warnings of refusals
+LOOPBACK = 'loopback'
+
+
+def peer_of(address: str) -> str:
+    """The peer a connection from ``address`` counts against: its IPv4
+    address (an IPv4-mapped IPv6 one too), its IPv6 /64, or
+    ``LOOPBACK`` for any loopback address."""
+    try:
+        ip: typing.Union[ipaddress.IPv4Address, ipaddress.IPv6Address] = \
+            ipaddress.ip_address(address.split('%', 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return LOOPBACK
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.ip_network('%s/64' % ip, strict=False))
+    return str(ip)
 
 
 def parse_listen(text: typing.Optional[str]) -> tuple[str, int]:
@@ -131,11 +167,16 @@ class MetricsServer:
     def __init__(self, address: str, port: int,
                  render: typing.Callable[[], bytes], max_requests: int = 40,
                  read_timeout: float = 10.0,
-                 write_timeout: float = 10.0) -> None:
+                 write_timeout: float = 10.0,
+                 max_per_peer: int = 4) -> None:
         self.render = render
         self.max_requests = max_requests
+        self.max_per_peer = max_per_peer
         self.read_timeout, self.write_timeout = read_timeout, write_timeout
         self.slots = threading.BoundedSemaphore(max_requests)
+        # Requests being served, by peer (under _peers_lock).
+        self._peers: collections.Counter[str] = collections.Counter()
+        self._peers_lock = threading.Lock()
         family = socket.AF_INET6 if ':' in address else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -147,7 +188,13 @@ class MetricsServer:
             raise
         self.sock.settimeout(ACCEPT_POLL)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
-        self.refused = 0  # connections answered 503: over the limit
+        self.refused = 0  # connections answered 503: over a limit
+        self.refused_per_peer = 0  # of those, over max_per_peer
+        # What was refused since the last warning: {peer: count}, and
+        # how many of those were over max_per_peer.
+        self._unlogged: collections.Counter[str] = collections.Counter()
+        self._unlogged_per_peer = 0
+        self._next_log = 0.0  # monotonic time of the next warning
         self._stop = threading.Event()
         self._thread: typing.Optional[threading.Thread] = None
 
@@ -163,7 +210,7 @@ class MetricsServer:
         try:
             while not stop.is_set() and not self._stop.is_set():
                 try:
-                    conn, _ = self.sock.accept()
+                    conn, client = self.sock.accept()
                 except socket.timeout:
                     continue
                 except OSError:
@@ -171,29 +218,68 @@ class MetricsServer:
                         break
                     time.sleep(ACCEPT_POLL)  # EMFILE and the like: wait
                     continue
-                self._dispatch(conn)
+                self._dispatch(conn, peer_of(str(client[0])))
         finally:
             self.sock.close()
 
-    def _dispatch(self, conn: socket.socket) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.refused += 1
-            try:
-                conn.setblocking(False)
-                conn.send(response(503, b'too many requests\n'))
-            except OSError:
-                pass  # the client's loss: it is over the limit anyway
-            conn.close()
+    def _dispatch(self, conn: socket.socket, peer: str = LOOPBACK) -> None:
+        with self._peers_lock:
+            mine = self._peers[peer] < self.max_per_peer
+            if mine:
+                self._peers[peer] += 1
+        if not mine or not self.slots.acquire(blocking=False):
+            if mine:
+                self._done(peer)
+            self._refuse(conn, peer, per_peer=not mine)
             return
         try:
-            threading.Thread(target=self._handle, args=(conn,),
+            threading.Thread(target=self._handle, args=(conn, peer),
                              daemon=True,
                              name='nova-pinning-metrics-request').start()
         except Exception:
             self.slots.release()
+            self._done(peer)
             conn.close()
 
-    def _handle(self, conn: socket.socket) -> None:
+    def _done(self, peer: str) -> None:
+        with self._peers_lock:
+            self._peers[peer] -= 1
+            if self._peers[peer] <= 0:
+                del self._peers[peer]
+
+    def _refuse(self, conn: socket.socket, peer: str,
+                per_peer: bool) -> None:
+        """Answer 503 with one non-blocking send, close, count, and warn
+        (rate-limited); on the accepting thread."""
+        self.refused += 1
+        self.refused_per_peer += per_peer
+        try:
+            conn.setblocking(False)
+            conn.send(response(503, b'too many requests\n'))
+        except OSError:
+            pass  # the client's loss: it is over the limit anyway
+        conn.close()
+        self._unlogged[peer] += 1
+        self._unlogged_per_peer += per_peer
+        now = time.monotonic()
+        if now < self._next_log:
+            return
+        self._next_log = now + REFUSAL_LOG_INTERVAL
+        total = sum(self._unlogged.values())
+        top, count = self._unlogged.most_common(1)[0]
+        LOG.warning(
+            'metrics endpoint %s:%d: refused %d connection(s) with 503 '
+            '(%d over %d requests at once from one peer, %d over %d in '
+            'all), most from %s (%d); a scrape refused so reads as this '
+            'endpoint down; next such line in %d s at the earliest',
+            self.address[0], self.address[1], total,
+            self._unlogged_per_peer, self.max_per_peer,
+            total - self._unlogged_per_peer, self.max_requests, top,
+            count, REFUSAL_LOG_INTERVAL)
+        self._unlogged.clear()
+        self._unlogged_per_peer = 0
+
+    def _handle(self, conn: socket.socket, peer: str = LOOPBACK) -> None:
         try:
             deadline = time.monotonic() + self.read_timeout
             head = read_request(conn, deadline)
@@ -206,6 +292,7 @@ class MetricsServer:
         finally:
             conn.close()
             self.slots.release()
+            self._done(peer)
 
     def close(self) -> None:
         self._stop.set()

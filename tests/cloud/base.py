@@ -118,6 +118,14 @@ def compute_log_errors(since_sizes):
     return errors
 
 
+# nph-compute2 in kolla's containers: its libvirtd asks for SASL
+# credentials (tools/kolla-compute.sh made them; tools/cloud.sh's
+# clients read the same file); virsh and libvirt here read them too.
+_AUTH = os.path.join(STATE, 'compute2', 'config', 'auth.conf')
+if os.path.exists(_AUTH):
+    os.environ.setdefault('LIBVIRT_AUTH_FILE', _AUTH)
+
+
 def log_sizes():
     out = {}
     for n in (1, 2):

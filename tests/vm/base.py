@@ -56,6 +56,29 @@ _VM = None
 # did not come up): set once, so that a VM that did not boot is one
 # failure, not one per test.
 _BOOT_ERROR = None
+# What a transient unit takes from a shipped one (``sandbox``): all of
+# its [Service] settings but how it starts, restarts and stops.
+_NOT_SANDBOX = frozenset(('Type', 'ExecStart', 'ExecStartPre', 'KillSignal',
+                          'TimeoutStopSec', 'Restart', 'RestartSec'))
+
+
+def sandbox(unit):
+    """``systemd-run`` arguments (``-p KEY=VALUE`` ...) that give a
+    transient unit the sandbox of the shipped ``unit`` (etc/systemd of
+    this checkout): its user, capabilities, file system, system call and
+    address family settings."""
+    args, section = [], None
+    with open(os.path.join(machine.TOP, 'etc', 'systemd', unit)) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            if line.startswith('['):
+                section = line
+            elif section == '[Service]' and \
+                    line.split('=', 1)[0] not in _NOT_SANDBOX:
+                args += ['-p', line]
+    return args
 
 
 class NotBooted(Exception):

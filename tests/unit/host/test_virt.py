@@ -73,6 +73,22 @@ class TestRead(AdapterTestCase):
         self.assertEqual(1, len(snap['domains']))
         self.assertEqual(2, self.fake.calls['open'])
 
+    def test_the_connection_offers_credentials_from_auth_conf(self):
+        # libvirtd with SASL on TCP (kolla-ansible's default): libvirt
+        # fills the credentials from its auth.conf, but only those the
+        # connection offers; libvirt.open offers none ("No worthy mechs
+        # found" against the kolla layout's libvirtd, issue 40, L-4).
+        # What auth.conf lacks is asked of nobody: refused.
+        self.adapter.read_snapshot()
+        self.assertEqual(1, len(self.fake.auths))
+        credtypes, callback, flags = self.fake.auths[0]
+        for cred in (fakelibvirt.VIR_CRED_AUTHNAME,
+                     fakelibvirt.VIR_CRED_PASSPHRASE):
+            self.assertIn(cred, credtypes)
+        self.assertEqual(-1, callback(
+            [[fakelibvirt.VIR_CRED_AUTHNAME, 'name', '', '', None]], None))
+        self.assertEqual(0, flags)
+
     def test_daemon_down_raises_for_the_pass_to_report(self):
         self.fake.down = True
         self.assertRaises(fakelibvirt.libvirtError,

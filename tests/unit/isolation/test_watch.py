@@ -6,16 +6,19 @@ import time
 
 import fixtures
 
+from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import pidwatch
 from nova_pinning_hooks.isolation import statusfile
 from tests.unit.isolation import base
+from tests.unit.scrape import wait_until
 
 GROUP = '/nova-pinning-host'
 
 
-class TestWatch(base.TestCase):
+class WatchTestCase(base.TestCase):
+    """A fake host and ``watch`` in a thread of the test."""
 
     def setUp(self):
         super().setUp()
@@ -57,6 +60,9 @@ class TestWatch(base.TestCase):
             f.write('%d\n' % pid)
         if rename:
             os.rename(tmp, path)
+
+
+class TestWatch(WatchTestCase):
 
     def test_a_daemon_that_starts_during_the_first_sweep_is_followed(self):
         original = isolator.Isolator._apply
@@ -172,3 +178,68 @@ class TestWatch(base.TestCase):
         self.assertFalse(thread.is_alive())
         self.assertEqual(GROUP, self.host.cgroup(100))
         self.assertTrue(os.path.exists(self.state_file))
+
+
+class TestWatchRechecksNovasSets(WatchTestCase):
+    """Issue 40, L-1: ``watch`` checked reserved_cpus against nova's CPU
+    sets once, at its start; nova-compute restarted with a shared set
+    holding the reserved CPU (or its overcommit file set aside as stale)
+    went unnoticed, and every sweep went on confining host processes to
+    a CPU of the guests'."""
+
+    def setUp(self):
+        super().setUp()
+        self.config(sweep_interval=1)
+        self.oc = self.conf.nova_pinning.overcommit_file
+        self.nova(shared='1-3')
+
+    def nova(self, shared):
+        overcommitfile.write(self.oc, {
+            'version': overcommitfile.VERSION, 'allocation_ratio': 4.0,
+            'shared_cpus': shared, 'dedicated_cpus': None})
+
+    def published(self):
+        return statusfile.read(self.state_file, self.host.paths.proc)
+
+    def test_an_overlap_that_appears_stops_the_confining(self):
+        logs = self.useFixture(fixtures.FakeLogger())
+        thread = self.start()
+        self.nova(shared='0-3')  # nova-compute restarted with CPU 0
+        # Within a sweep: one error line (before the change, none ever).
+        self.assertTrue(wait_until(
+            lambda: 'confining nothing more' in logs.output, 10),
+            'watch went on confining: %s' % logs.output)
+        # Nothing more is confined: neither by a sweep nor a pid file.
+        self.host.spawn(610, 'swept', start=5000)
+        self.host.spawn(611, 'restarted', start=5001)
+        self.pidfile('restarted.pid', 611)
+        time.sleep(2.5)  # two sweeps and more
+        self.assertEqual('/', self.host.cgroup(610))
+        self.assertEqual('/', self.host.cgroup(611))
+        self.assertIn("reserved_cpus 0 overlaps nova's cpu_shared_set "
+                      "(0-3)", self.iso.paused)
+        # What was confined stays confined, and the agent lives.
+        self.assertEqual(GROUP, self.host.cgroup(100))
+        self.assertTrue(thread.is_alive())
+        self.assertEqual(1, logs.output.count('confining nothing more'))
+        self.assertTrue(wait_until(
+            lambda: 'overlaps' in self.published().get('paused', '')))
+        # nova's sets clear of CPU 0 again: the next sweep confines.
+        self.nova(shared='1-3')
+        self.wait_for(610, GROUP)
+        self.assertIsNone(self.iso.paused)
+        self.assertIn('confining again', logs.output)
+
+    def test_a_file_set_aside_as_stale_stops_the_confining(self):
+        logs = self.useFixture(fixtures.FakeLogger())
+        self.start()
+        overcommitfile.set_aside(self.oc)
+        self.assertTrue(wait_until(
+            lambda: 'confining nothing more' in logs.output, 10),
+            'watch went on confining: %s' % logs.output)
+        self.host.spawn(612, 'swept', start=5000)
+        time.sleep(2.5)
+        self.assertEqual('/', self.host.cgroup(612))
+        self.assertIn('is stale', self.iso.paused)
+        self.nova(shared='1-3')  # nova-compute wrote it (and removed it)
+        self.wait_for(612, GROUP)

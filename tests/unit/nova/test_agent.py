@@ -218,6 +218,63 @@ class TestActivate(AgentTestCase):
         self.assertIn('it holds this configuration', logs.output)
         self.assertTrue(os.path.exists(path))
 
+    def test_a_file_set_aside_that_holds_the_configuration_is_taken_back(
+            self):
+        # Issue 40, L-2: nova-compute, restarted with shared set 1 on a
+        # full disk, set the file aside; restarted again with the
+        # configuration the file holds (the disk still full), it left
+        # the file aside and ran no pass until the disk had room again.
+        conf = nova_like_conf(self)
+        path = conf.nova_pinning.overcommit_file
+        overcommitfile.write(path, ratiofile.from_nova_conf(conf))
+        self.full_disk()
+        conf.set_override('cpu_shared_set', '1', group='compute')
+        changed = ratiofile.RatioFile(conf)
+        self.assertIsNotNone(changed.before_pass())
+        self.assertFalse(os.path.lexists(path))
+        self.assertTrue(os.path.lexists(path + '.stale'))
+        conf.clear_override('cpu_shared_set', group='compute')
+        logs = self.useFixture(fixtures.FakeLogger())
+        restarted = ratiofile.RatioFile(conf)
+        self.assertIsNone(restarted.before_pass())
+        self.assertTrue(restarted.ok)
+        self.assertIn('taken back and used', logs.output)
+        self.assertFalse(os.path.lexists(path + '.stale'))
+        # Every reader has it again.
+        self.assertIsNone(settings.load(conf).shared_cpus)
+
+    def test_a_read_only_filesystem_stops_every_reader(self):
+        # Issue 40, L-2: on a filesystem remounted read-only (ext4's
+        # errors=remount-ro), nova-compute restarted with shared set 1
+        # could neither rewrite the file nor set it aside; it refused
+        # its passes while every other reader used the old sets. The
+        # kernel's side of "read-only as a whole":
+        # tests/functional/test_readonly_state.py.
+        conf = nova_like_conf(self)
+        path = conf.nova_pinning.overcommit_file
+        overcommitfile.write(path, ratiofile.from_nova_conf(conf))
+
+        def read_only(*args, **kwargs):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.host.statefile.write_json', read_only))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.host.overcommitfile.set_aside', read_only))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.host.overcommitfile._read_only_filesystem',
+            lambda path: True))
+        conf.set_override('cpu_shared_set', '1', group='compute')
+        logs = self.useFixture(fixtures.FakeLogger())
+        refused = ratiofile.RatioFile(conf).before_pass()
+        self.assertIn('its filesystem is read-only', refused.error)
+        self.assertNotIn('passes elsewhere may read it', logs.output)
+        exc = self.assertRaises(settings.SettingsError, settings.load, conf)
+        self.assertIn('is on a read-only filesystem', str(exc))
+        # The same configuration as the file's: refused all the same,
+        # as every other reader refuses it (one rule for the host).
+        conf.clear_override('cpu_shared_set', group='compute')
+        self.assertIsNotNone(ratiofile.RatioFile(conf).before_pass())
+
     def test_periodic_safety_net(self):
         conf = nova_like_conf(self, periodic_interval=1)
         a = activation.activate(conf, manager_cls=self.cls)

@@ -3,7 +3,7 @@ file as nova writes it (``ratiofile.from_nova_conf``): one clear message,
 and nothing changed. The rest of isolation's configuration:
 tests/unit/isolation/test_config.py."""
 
-import fixtures
+import os
 
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.nova import ratiofile
@@ -36,12 +36,33 @@ class TestRefused(RefusedTestCase):
                          ratiofile.from_nova_conf(nova_conf('1-3')))
         self.assertEqual(frozenset([0]), self.isolator().settings.cpus)
 
-    def test_a_stale_overcommit_file_is_said_not_checked_against(self):
+    def test_a_stale_overcommit_file_is_refused_not_skipped(self):
         # nova-compute could not rewrite it and set it aside (issue 34
-        # R4): its CPU sets are not this nova-compute's.
+        # R4): nova's present CPU sets are unknown. Issue 40, L-1: the
+        # check was skipped and the host confined to CPU 0, a CPU of
+        # nova's shared set in the file set aside; refused now, with
+        # nothing changed, as an overlap is.
         path = self.conf.nova_pinning.overcommit_file
         overcommitfile.write(path, ratiofile.from_nova_conf(nova_conf('0-3')))
         overcommitfile.set_aside(path)
-        logs = self.useFixture(fixtures.FakeLogger())
+        message = self.refused('cannot check [nova_pinning] reserved_cpus '
+                               'against nova\'s CPU sets')
+        self.assertIn('overcommit file %s is stale' % path, message)
+        # Stale with sets that do not overlap: refused all the same,
+        # since they are not nova's present ones.
+        os.unlink(overcommitfile.stale_path(path))
+        overcommitfile.write(path, ratiofile.from_nova_conf(nova_conf('1-3')))
+        overcommitfile.set_aside(path)
+        self.refused('is stale')
+
+    def test_an_unusable_overcommit_file_is_refused(self):
+        path = self.conf.nova_pinning.overcommit_file
+        with open(path, 'w') as f:
+            f.write('{"version": 1, "allocation_ratio": ')
+        self.refused('overcommit file %s is corrupt' % path)
+        os.unlink(path)
+        os.symlink('/nonexistent', path)  # a dangling link: not no nova
+        self.refused('symbolic link')
+
+    def test_no_overcommit_file_is_no_nova(self):
         self.assertEqual(frozenset([0]), self.isolator().settings.cpus)
-        self.assertIn('overcommit file %s is stale' % path, logs.output)

@@ -432,6 +432,21 @@ isolation_opts = [
 ]
 
 
+# The URI nova's libvirt driver opens when [libvirt] connection_uri is
+# empty, by [libvirt] virt_type (LibvirtDriver._uri); kvm and qemu: the
+# default. Inside nova-compute the package binds the guests of that
+# connection (``nova.activation``), and ``nova-pinning-status`` reads them.
+NOVA_URIS = {'lxc': 'lxc:///', 'parallels': 'parallels:///system'}
+NOVA_URI = 'qemu:///system'
+
+
+def nova_uri(connection_uri: typing.Optional[str],
+             virt_type: typing.Optional[str]) -> str:
+    """The libvirt URI nova opens for these values of its ``[libvirt]``
+    options."""
+    return connection_uri or NOVA_URIS.get(virt_type or '', NOVA_URI)
+
+
 def _fresh(group: cfg.OptGroup) -> cfg.OptGroup:
     # ConfigOpts.register_group keeps a shallow copy of the group, whose
     # option table (and so every override) would be shared by every

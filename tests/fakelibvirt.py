@@ -22,6 +22,7 @@ VIR_DOMAIN_AFFECT_LIVE = 1
 VIR_DOMAIN_AFFECT_CONFIG = 2
 VIR_CONNECT_LIST_DOMAINS_ACTIVE = 1
 VIR_CONNECT_LIST_DOMAINS_INACTIVE = 2
+VIR_DOMAIN_XML_INACTIVE = 2
 VIR_DOMAIN_NUMA_NODESET = 'numa_nodeset'
 VIR_DOMAIN_NUMA_MODE = 'numa_mode'
 VIR_DOMAIN_RUNNING = 1
@@ -77,6 +78,11 @@ def virEventRegisterDefaultImpl():  # noqa: N802 - libvirt's name
 
 
 error_handler = None  # what registerErrorHandler was given last
+
+
+def getVersion():  # noqa: N802 - libvirt's name
+    """The library's version, as libvirt 9.0.0 answers (local)."""
+    return 9000000
 
 
 def registerErrorHandler(f, ctx):  # noqa: N802 - libvirt's name
@@ -136,10 +142,13 @@ class FakeHost:
         self.auto_events = True
 
     def add_domain(self, name, vcpus, uuid=None, xml=None, active=True,
-                   memory_by_node_kib=None, starting=False):
+                   memory_by_node_kib=None, starting=False,
+                   persistent=True):
         """A domain; ``starting``: still in its start job (listed as
         active, paused for "starting up", pin calls wait for the job) until
-        its ``finish_start``."""
+        its ``finish_start``. Its persistent definition is ``xml`` as
+        given (pins in it are nova's: defined, not live-only);
+        ``persistent=False``: a transient domain, which has none."""
         if uuid is None and xml is not None:
             uuid = re.search(r'<uuid>([^<]+)</uuid>', xml).group(1)
         uuid = uuid or '00000000-0000-4000-8000-%012d' % (
@@ -150,6 +159,7 @@ class FakeHost:
                    "<devices/></domain>" % (name, uuid, vcpus))
         dom = FakeDomain(self, name, uuid, vcpus, xml, active,
                          memory_by_node_kib or {'0': 65536})
+        dom.persistent = persistent
         self.domains[uuid] = dom
         if starting:
             dom.state_reason = (VIR_DOMAIN_PAUSED,
@@ -218,6 +228,8 @@ class FakeDomain:
         self.vcpus = vcpus
         self.base_xml = re.sub(r'<cputune>.*?</cputune>', '', xml,
                                flags=re.S)
+        self.defined_xml = xml  # the persistent definition
+        self.persistent = True
         self.active = active
         self.memory_by_node_kib = memory
         self.vcpu_pins = {}  # vcpu -> tuple of cpus
@@ -324,8 +336,20 @@ class FakeDomain:
                                % flags, VIR_ERR_INVALID_ARG)
         return self.vcpus
 
+    def isPersistent(self):  # noqa: N802
+        self._call('isPersistent')
+        return int(self.persistent)
+
     def XMLDesc(self, flags=0):  # noqa: N802
+        """The live XML; with VIR_DOMAIN_XML_INACTIVE the persistent
+        definition (a transient domain's: its live XML, as libvirt's
+        qemu driver answers)."""
         self._call('XMLDesc')
+        if flags not in (0, VIR_DOMAIN_XML_INACTIVE):
+            raise libvirtError('test expects flags 0 or INACTIVE, got %r'
+                               % flags, VIR_ERR_INVALID_ARG)
+        if flags == VIR_DOMAIN_XML_INACTIVE and self.persistent:
+            return self.defined_xml
         tune = ''.join("<vcpupin vcpu='%d' cpuset='%s'/>" % (v, _fmt(c))
                        for v, c in sorted(self.vcpu_pins.items()))
         if self.emulator_pin is not None:

@@ -1,5 +1,6 @@
-"""The commands: ``nova-pinning`` (``pinning``, ``live``) and
-``nova-pinning-isolate`` (``isolate``), with what they share
+"""The commands: ``nova-pinning`` (``pinning``, ``live``),
+``nova-pinning-isolate`` (``isolate``) and ``nova-pinning-status``
+(``status``, ``upgradecheck``: ``upgrade check``), with what they share
 (``common``).
 
 Rule: the top layer, beside ``nova``: may import every layer below and

@@ -120,38 +120,77 @@ def check_config_files(argv: typing.Iterable[str], project: str,
             raise UsageError(str(exc.strerror or exc)) from None
 
 
-def check_known_options(conf: typing.Any) -> None:
-    """Refuse configuration files that name, in a section of this
-    package, an option it does not have, or that hold a section whose
-    name looks like one of this package's and is not (``[isolation]``
-    for ``[nova_pinning_isolation]``): oslo.config ignores both, and a
-    misspelt section made ``nova-pinning-isolate apply`` confine every
-    process on the host with defaults. Other sections (a ``nova.conf``
-    holding our options beside nova's) are left alone. Raises
-    ``UsageError`` naming the file, section and options."""
-    import difflib
+def _names() -> tuple[dict[str, set[str]],
+                      dict[tuple[str, str], str]]:
+    """({section: option names it may hold}, {(section, option): why it
+    is deprecated}) of this package's options: an option renamed keeps
+    its old name (``deprecated_name``, ``deprecated_group``) for at
+    least one SLURP cycle (CONTRIBUTING.rst), and a file that still uses
+    it is not refused, only told."""
+    known: dict[str, set[str]] = {}
+    deprecated: dict[tuple[str, str], str] = {}
+    for group, opts in conf_mod.list_opts():
+        for opt in opts:
+            known.setdefault(group.name, set()).add(opt.dest)
+            if opt.deprecated_for_removal:
+                deprecated[group.name, opt.dest] = (
+                    '[%s] %s is deprecated for removal%s' % (
+                        group.name, opt.dest,
+                        ': %s' % opt.deprecated_reason
+                        if opt.deprecated_reason else ''))
+            for old in opt.deprecated_opts:
+                section = old.group or group.name
+                name = (old.name or opt.dest).replace('-', '_')
+                if section == 'DEFAULT' or (section, name) == (
+                        group.name, opt.dest):
+                    continue  # DEFAULT is nova's: not read here
+                known.setdefault(section, set()).add(name)
+                deprecated[section, name] = '[%s] %s is deprecated: use ' \
+                    '[%s] %s' % (section, name, group.name, opt.dest)
+    return known, deprecated
 
-    from oslo_config import cfg
 
-    own = {group.name: {o.dest for o in opts}
-           for group, opts in conf_mod.list_opts()}
+def config_files(conf: typing.Any) -> list[str]:
+    """The configuration files ``conf`` was parsed from, in order
+    (``--config-dir``'s ``*.conf`` after them, sorted), that exist."""
     files = list(conf.config_file or [])
     for d in conf.config_dir and [conf.config_dir] or []:
         files += sorted(glob.glob(os.path.join(glob.escape(d), '*.conf')))
-    for path in files:
-        if path == os.devnull or not os.path.exists(path):
-            continue
-        # {section: {option: [values]}}, as oslo.config's parser fills it
-        sections: dict[str, dict[str, list[str]]] = {}
-        try:
-            cfg.ConfigParser(path, sections).parse()
-        except (OSError, cfg.ParseError) as exc:
-            raise UsageError('%s: %s' % (path, exc)) from None
-        for section, options in sections.items():
+    return [path for path in files
+            if path != os.devnull and os.path.exists(path)]
+
+
+def read_sections(path: str) -> dict[str, dict[str, list[str]]]:
+    """{section: {option: [values]}} of one configuration file, as
+    oslo.config's parser reads it (a repeated option: each value).
+    Raises ``UsageError`` when it does not parse."""
+    from oslo_config import cfg
+
+    sections: dict[str, dict[str, list[str]]] = {}
+    try:
+        cfg.ConfigParser(path, sections).parse()
+    except (OSError, cfg.ParseError) as exc:
+        raise UsageError('%s: %s' % (path, exc)) from None
+    return sections
+
+
+def option_problems(conf: typing.Any) -> list[str]:
+    """What ``check_known_options`` refuses, every instance of it, one
+    line each: in a section of this package an option it does not have,
+    or a section whose name looks like one of this package's and is not
+    (``[isolation]`` for ``[nova_pinning_isolation]``). Other sections
+    (a ``nova.conf`` holding our options beside nova's) are left alone.
+    Raises ``UsageError`` for a file that does not parse."""
+    import difflib
+
+    own, _ = _names()
+    problems = []
+    for path in config_files(conf):
+        for section, options in read_sections(path).items():
             if section in own:
                 unknown = sorted(set(options) - own[section])
                 if unknown:
-                    raise UsageError('%s: [%s] has no option %s' % (
+                    problems.append('%s: [%s] has no option %s' % (
                         path, section, ', '.join(unknown)))
                 continue
             if section == 'DEFAULT':
@@ -162,8 +201,38 @@ def check_known_options(conf: typing.Any) -> None:
                 guess = close[0] if close else (
                     'nova_pinning_isolation' if 'isolat' in name
                     else 'nova_pinning')
-                raise UsageError('%s: unknown section [%s] (did you mean '
-                                 '[%s]?)' % (path, section, guess))
+                problems.append('%s: unknown section [%s] (did you mean '
+                                '[%s]?)' % (path, section, guess))
+    return problems
+
+
+def deprecated_options(conf: typing.Any) -> list[str]:
+    """Each option of this package's that the configuration files set
+    under a deprecated name, or that is deprecated for removal, one line
+    each naming the file. Raises ``UsageError`` for a file that does not
+    parse."""
+    _, deprecated = _names()
+    found = []
+    for path in config_files(conf):
+        for section, options in read_sections(path).items():
+            for option in sorted(options):
+                why = deprecated.get((section, option))
+                if why:
+                    found.append('%s: %s' % (path, why))
+    return found
+
+
+def check_known_options(conf: typing.Any) -> None:
+    """Refuse configuration files that name, in a section of this
+    package, an option it does not have, or that hold a section whose
+    name looks like one of this package's and is not
+    (``option_problems``): oslo.config ignores both, and a misspelt
+    section made ``nova-pinning-isolate apply`` confine every process on
+    the host with defaults. Raises ``UsageError`` naming the file,
+    section and options (the first such problem)."""
+    problems = option_problems(conf)
+    if problems:
+        raise UsageError(problems[0])
 
 
 def read_input(path: str, stdin: typing.Optional[typing.BinaryIO] = None
@@ -231,7 +300,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text.strip() else type(exc).__name__
 
 
-def _option_error(exc: BaseException) -> str:
+def option_error(exc: BaseException) -> str:
     """oslo.config's "Value for option X from LocationInfo(...) is not
     valid: why" as "X: why" (the group is added by the caller)."""
     text = _first_line(exc)
@@ -242,36 +311,49 @@ def _option_error(exc: BaseException) -> str:
     return text
 
 
-def validate_options(conf: typing.Any) -> None:
-    """Read every option once, so a bad value in a configuration file is
-    refused now (exit 2) rather than when first used, mid-command, as a
-    traceback. oslo.config parses file values lazily. Floats must also be
-    finite: oslo.config's min/max let ``nan`` through."""
+def value_problems(conf: typing.Any) -> list[str]:
+    """Every option value the configuration files give that oslo.config
+    refuses, or a float that is not finite, one line each. oslo.config
+    parses file values lazily: each option is read once here."""
     import math
 
     from oslo_config import cfg
+
+    problems = []
 
     def check(group: typing.Optional[str], name: str,
               value: typing.Any) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             where = '[%s] %s' % (group or 'DEFAULT', name)
-            raise UsageError('%s: %r is not a finite number' % (where, value))
+            problems.append('%s: %r is not a finite number' % (where, value))
 
     for name in list(conf):
         try:
             value = conf[name]
         except (cfg.Error, ValueError) as exc:
-            raise UsageError('[DEFAULT] %s' % _option_error(exc)) from None
+            problems.append('[DEFAULT] %s' % option_error(exc))
+            continue
         if isinstance(value, cfg.ConfigOpts.GroupAttr):
             for opt in list(value):
                 try:
                     item = value[opt]
                 except (cfg.Error, ValueError) as exc:
-                    raise UsageError('[%s] %s' % (name, _option_error(exc))
-                                     ) from None
+                    problems.append('[%s] %s' % (name, option_error(exc)))
+                    continue
                 check(name, opt, item)
         else:
             check(None, name, value)
+    return problems
+
+
+def validate_options(conf: typing.Any) -> None:
+    """Read every option once, so a bad value in a configuration file is
+    refused now (exit 2) rather than when first used, mid-command, as a
+    traceback (``value_problems``: the first). Floats must also be
+    finite: oslo.config's min/max let ``nan`` through."""
+    problems = value_problems(conf)
+    if problems:
+        raise UsageError(problems[0])
 
 
 def setup_logging(conf: typing.Any, prog: str) -> None:

@@ -174,6 +174,42 @@ def _check(before: ET.Element, after_text: str) -> None:
         raise StripError('stripping changed more than our pins')
 
 
+def _pin_forms(root: ET.Element) -> set[str]:
+    """The canonical forms (C14N, attributes sorted) of the pins under
+    the top-level ``<cputune>`` and of the top-level ``<numatune>``."""
+    cputune = root.find('cputune')
+    found = [] if cputune is None else [
+        child for child in cputune if child.tag in PINS]
+    numatune = root.find('numatune')
+    if numatune is not None:
+        found.append(numatune)
+    for element in found:
+        element.tail = None  # our own parse: nothing else reads it
+    return {ET.canonicalize(ET.tostring(element, encoding='unicode'),
+                            strip_text=True) for element in found}
+
+
+def pins_not_defined(live_xml: str, defined_xml: str) -> list[str]:
+    """The pins of a guest's live XML that its persistent definition
+    lacks, as canonical XML text, sorted: the live-only pins a pass (or
+    ``release``) wrote, which nova carries into a live migration's
+    destination unless the filter is installed (nova.rst, "Switch it
+    off", step 3). Pins nova defined (a nova-placed guest) are in both
+    and are not listed. ``StripError`` if either is not a domain."""
+    def parsed(text: str, what: str) -> ET.Element:
+        try:
+            root = ET.fromstring(text)  # noqa: S314 - libvirt's own XML
+        except ET.ParseError as exc:
+            raise StripError('%s XML does not parse: %s' % (what, exc)) \
+                from None
+        if root.tag != 'domain':
+            raise StripError('%s XML is a <%s>, not a <domain>'
+                             % (what, root.tag))
+        return root
+    live = _pin_forms(parsed(live_xml, 'live'))
+    return sorted(live - _pin_forms(parsed(defined_xml, 'persistent')))
+
+
 def strip_pins(xml_text: object) -> tuple[str, int]:
     """The destination XML without our pins (see the module's
     invariants). Returns ``(xml, removed)``: ``removed`` counts the

@@ -66,6 +66,15 @@ def quiet_errors() -> None:
     libvirt.registerErrorHandler(_ignore_error, None)
 
 
+def binding_version() -> str:
+    """The libvirt library version the binding was loaded with
+    (``9.0.0``): a local call, no daemon asked. ``BindingMissing`` where
+    there is no binding."""
+    number = int(libvirt.getVersion())
+    return '%d.%d.%d' % (number // 1000000, number // 1000 % 1000,
+                         number % 1000)
+
+
 RUN_DIR = '/run/libvirt/qemu'
 _missing = isinstance(libvirt, _Missing)
 GONE = () if _missing else (libvirt.VIR_ERR_NO_DOMAIN,

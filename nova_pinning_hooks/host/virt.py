@@ -164,6 +164,9 @@ class Host:
     def vcpu_counts(self) -> dict[str, int]:
         return self.reader.vcpu_counts()
 
+    def pinned_guests(self) -> dict[str, list[str]]:
+        return self.reader.pinned_guests()
+
     def apply(self, changes: typing.Iterable[plan_mod.PinChange]
               ) -> virtwrite.ApplyResult:
         return self.writer.apply(changes)

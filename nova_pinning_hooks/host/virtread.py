@@ -1,6 +1,6 @@
-"""The libvirt adapter's reads: the live host as a snapshot, and the
-guests' vCPU counters and counts (``Reader``, the part of ``virt.Host``
-that reads).
+"""The libvirt adapter's reads: the live host as a snapshot, the
+guests' vCPU counters and counts, and the guests still carrying live
+pins (``Reader``, the part of ``virt.Host`` that reads).
 
 Invariants:
 
@@ -29,6 +29,9 @@ Invariants:
   definition (``vcpusFlags(AFFECT_LIVE)``): a read per guest, never a job
   on the guest or a round trip to its qemu monitor, which the bulk stats'
   vCPU group makes for every guest.
+* ``pinned_guests`` (``nova-pinning-status upgrade check``) compares
+  each running guest's live XML with its persistent definition: two
+  ``XMLDesc`` calls a guest, nothing written.
 * A domain that went away between the listing and its read is skipped.
 
 libvirt is reached through ``libvirtapi.libvirt`` at call time:
@@ -44,6 +47,7 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import migratexml
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import memplace
 from nova_pinning_hooks.host import model as model_mod
@@ -169,11 +173,12 @@ class Reader:
         domains = [d.entry() for d in model.domains(listing)]
         return {'version': 1, 'capabilities': caps, 'domains': domains}
 
-    def _live_xml(self, dom: typing.Any,
-                  name: str) -> typing.Optional[str]:
-        """The domain's live XML; None if it went away meanwhile."""
+    def _live_xml(self, dom: typing.Any, name: str,
+                  flags: int = 0) -> typing.Optional[str]:
+        """The domain's live XML (with ``flags``: as they say); None if
+        it went away meanwhile."""
         try:
-            return self.host.call('read', 'XMLDesc', dom.XMLDesc, 0)
+            return self.host.call('read', 'XMLDesc', dom.XMLDesc, flags)
         except libvirtapi.libvirt.libvirtError as exc:
             if libvirtapi.code(exc) in libvirtapi.GONE:
                 LOG.info('guest %s went away while being read; skipped',
@@ -214,6 +219,34 @@ class Reader:
         a vCPU hot-plug): a listing and one call a guest, none of which
         reaches qemu."""
         return self.host.with_reconnect(self._vcpu_counts)
+
+    def pinned_guests(self) -> dict[str, list[str]]:
+        """{name: pins} of every running guest whose live XML carries a
+        pin its persistent definition lacks (``migratexml.
+        pins_not_defined``): the live-only pins a pass or ``release``
+        wrote, which stay until the guest's qemu ends. Read-only: a
+        listing and two ``XMLDesc`` calls a guest (live, inactive), each
+        bounded as every call. A transient domain (no persistent
+        definition: libvirt answers the inactive read with its live XML)
+        shows none; nova defines every guest it runs."""
+        return self.host.with_reconnect(self._pinned_guests)
+
+    def _pinned_guests(self) -> dict[str, list[str]]:
+        conn = self.host.connection()
+        found = {}
+        for dom in self.host.call(
+                'read', 'listAllDomains', conn.listAllDomains,
+                libvirtapi.libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
+            name = dom.name()  # local: no call to the daemon
+            live = self._live_xml(dom, name)
+            defined = None if live is None else self._live_xml(
+                dom, name, libvirtapi.libvirt.VIR_DOMAIN_XML_INACTIVE)
+            if live is None or defined is None:
+                continue  # went away meanwhile
+            pins = migratexml.pins_not_defined(live, defined)
+            if pins:
+                found[name] = pins
+        return found
 
     def _vcpu_counts(self) -> dict[str, int]:
         conn = self.host.connection()

@@ -11,6 +11,9 @@
   under eventlet;
 * ``ratiofile``: the overcommit file from nova's configuration and the
   ratio nova reports;
+* ``compat``: what the package needs of nova, by capability;
+  ``compatprobe``: the same asked of this Python's nova in a child
+  process, for ``nova-pinning-status upgrade check``;
 * ``notifier``: the switch: an oslo.messaging notification driver that
   nova-compute loads from its configuration, early, and that activates
   the rest;

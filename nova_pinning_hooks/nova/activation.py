@@ -48,11 +48,6 @@ LOG = logging.getLogger(__name__)
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
 SUMMARY_HOOK = 'nova_pinning_node_summary'
 
-# The URI nova's libvirt driver opens when [libvirt] connection_uri is
-# empty, by [libvirt] virt_type (LibvirtDriver._uri); kvm and qemu: the
-# default.
-NOVA_URIS = {'lxc': 'lxc:///', 'parallels': 'parallels:///system'}
-NOVA_URI = 'qemu:///system'
 # Where an option's value comes from when nobody set it.
 _UNSET = (cfg.Locations.opt_default, cfg.Locations.set_default)
 
@@ -75,7 +70,7 @@ def nova_connection_uri(conf: cfg.ConfigOpts) -> typing.Optional[str]:
         virt_type = conf.libvirt.virt_type
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         return None
-    return uri or NOVA_URIS.get(virt_type, NOVA_URI)
+    return conf_mod.nova_uri(uri, virt_type)
 
 
 def follow_nova_connection(conf: cfg.ConfigOpts) -> str:

@@ -10,6 +10,9 @@ Invariants:
 * by capability, never by nova's version number: the names the package
   wraps and the parameters its hooks read (``update_provider_tree``'s
   ``provider_tree`` and ``nodename``, read by position or by name);
+  ``tested`` (whether a version is of the release matrix) only informs
+  ``nova-pinning-status upgrade check`` (``compatprobe``), never
+  activation;
 * pure: reads the objects it is given, imports nothing, changes nothing;
 * all or nothing: ``activation.activate`` installs no hook unless ``lacking``
   returned nothing, and otherwise logs one line naming everything that
@@ -31,6 +34,11 @@ import typing
 from nova_pinning_hooks.nova import migration
 
 RATIO_PARAMETERS = ['provider_tree', 'nodename']
+# The nova releases (major versions) the package is tested with, each
+# inside its own functional test framework (doc/source/nova.rst, "Release
+# matrix"). Another release is checked by capability all the same
+# (``lacking``); ``nova-pinning-status upgrade check`` warns of it.
+TESTED = (29, 34)  # from, to (inclusive)
 
 
 def _parameters(func: typing.Callable[..., typing.Any]
@@ -60,3 +68,9 @@ def lacking(driver_cls: typing.Optional[type],
     if not callable(getattr(migration_module, migration.FUNCTION, None)):
         out.append('nova.virt.libvirt.migration.%s' % migration.FUNCTION)
     return out
+
+
+def tested(version: str) -> bool:
+    """True if nova ``version`` (``34.0.0``) is of a tested release."""
+    major = version.split('.', 1)[0]
+    return major.isdigit() and TESTED[0] <= int(major) <= TESTED[1]

@@ -9,10 +9,18 @@ Invariants:
 * the textfile is replaced atomically (``safefs.write_atomic``), mode
   0644, in a directory reached without following links;
 * ``after_pass`` never raises: a failure is one logged warning, the pass
-  unaffected.
+  unaffected;
+* ``written_by`` (``nova-pinning-status upgrade check``) reads a textfile
+  only as a regular file of at most ``LIMIT`` bytes, never through a
+  link: the release that wrote it is its ``nova_pinning_build_info``
+  series' ``version`` label. The textfile's format is Prometheus' text
+  exposition, with no version of its own; what a release changes in it
+  is its series (``doc/source/steal.rst``).
 """
 
 import typing
+
+from prometheus_client import parser as prom_parser
 
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.observe import metrics
@@ -48,3 +56,34 @@ def after_pass(rec: reconciler.Reconciler, conf: typing.Any,
         log.warning('nova-pinning-hooks: metrics not written: %s: %s',
                     type(exc).__name__, exc)
         return False
+
+
+LIMIT = 64 << 20  # bytes of a textfile read back (a host's series)
+BUILD_INFO = metrics.PREFIX + 'build_info'
+
+
+class TextfileError(ValueError):
+    """Not a textfile of this package's: one line naming the file."""
+
+
+def written_by(path: str) -> typing.Optional[str]:
+    """The release that wrote the textfile at ``path`` (the ``version``
+    of its ``nova_pinning_build_info``); None when it has no such
+    series (not one of ours, or older than 1.0.0). ``FileNotFoundError``
+    when there is none; ``OSError`` (``safefs.UnsafeFileError``) when it
+    is not a small regular file; ``TextfileError`` when it is not a
+    Prometheus text exposition."""
+    data = safefs.read_file(path, LIMIT, 'metrics textfile')
+    try:
+        families = list(prom_parser.text_string_to_metric_families(
+            data.decode('utf-8')))
+    except (UnicodeDecodeError, ValueError, IndexError, KeyError) as exc:
+        raise TextfileError('metrics textfile %s is not a Prometheus text '
+                            'exposition: %s' % (
+                                path, str(exc).splitlines()[0] if str(exc)
+                                else type(exc).__name__)) from None
+    for family in families:
+        for sample in family.samples:
+            if sample.name == BUILD_INFO and 'version' in sample.labels:
+                return str(sample.labels['version'])
+    return None

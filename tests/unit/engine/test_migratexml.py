@@ -212,3 +212,55 @@ class TestStripProperties(testtools.TestCase):
     def test_only_our_spans_are_cut(self, case):
         xml, expected, removed = case
         self.assertEqual((expected, removed), migratexml.strip_pins(xml))
+
+
+class TestPinsNotDefined(testtools.TestCase):
+    """The live-only pins of a guest: live XML against its persistent
+    definition (``nova-pinning-status upgrade check``)."""
+
+    DEFINED = NOVA_GUEST.replace(
+        "    <vcpupin vcpu='0' cpuset='100'/>\n", '').replace(
+        "    <vcpupin vcpu='1' cpuset='101'/>\n", '').replace(
+        "    <emulatorpin cpuset='100-101'/>\n", '').replace(
+        "    <iothreadpin iothread='1' cpuset='100-101'/>\n", '').replace(
+        "  <numatune>\n    <memory mode='strict' nodeset='1'/>\n"
+        "  </numatune>\n", '')
+
+    def test_each_pin_of_ours_is_named(self):
+        self.assertEqual(
+            ['<emulatorpin cpuset="100-101"></emulatorpin>',
+             '<iothreadpin cpuset="100-101" iothread="1"></iothreadpin>',
+             '<numatune><memory mode="strict" nodeset="1"></memory>'
+             '</numatune>',
+             '<vcpupin cpuset="100" vcpu="0"></vcpupin>',
+             '<vcpupin cpuset="101" vcpu="1"></vcpupin>'],
+            migratexml.pins_not_defined(NOVA_GUEST, self.DEFINED))
+
+    def test_pins_nova_defined_are_not(self):
+        # A nova-placed guest: the same pins live and defined, written
+        # in another form (quotes, attribute order, self-closing or not).
+        defined = NUMA.replace(
+            "<vcpupin vcpu='0' cpuset='100'/>",
+            '<vcpupin cpuset="100" vcpu="0"></vcpupin>')
+        self.assertEqual([], migratexml.pins_not_defined(NUMA, defined))
+        self.assertEqual([], migratexml.pins_not_defined(self.DEFINED,
+                                                         self.DEFINED))
+
+    def test_a_changed_pin_is_named(self):
+        # release put vCPU 0 back on nova's CPUs: still a live pin.
+        defined = NOVA_GUEST.replace("cpuset='100'", "cpuset='2-7'")
+        self.assertEqual(['<vcpupin cpuset="100" vcpu="0"></vcpupin>'],
+                         migratexml.pins_not_defined(NOVA_GUEST, defined))
+
+    def test_look_alikes_elsewhere_are_not_pins(self):
+        live = self.DEFINED.replace(
+            '</metadata>', "<x:cputune xmlns:x='urn:x'><x:vcpupin "
+            "vcpu='0' cpuset='1'/></x:cputune><numatune/></metadata>")
+        self.assertEqual([], migratexml.pins_not_defined(live,
+                                                         self.DEFINED))
+
+    def test_not_a_domain(self):
+        for live, defined in (('<domain>', self.DEFINED),
+                              (self.DEFINED, '<network/>')):
+            self.assertRaises(migratexml.StripError,
+                              migratexml.pins_not_defined, live, defined)

@@ -95,6 +95,83 @@ class TestRead(AdapterTestCase):
                           self.adapter.read_snapshot)
 
 
+class TestPinnedGuests(AdapterTestCase):
+    """The guests whose live XML carries pins their definition lacks
+    (``nova-pinning-status upgrade check``): read-only, bounded."""
+
+    def test_live_only_pins_are_found_nova_s_are_not(self):
+        pinned = self.fake.add_domain('pinned', 2)
+        self.adapter.apply([change(pinned, 'vcpu', '1', 0),
+                            change(pinned, 'emulator', '0-1')])
+        self.fake.add_domain('fresh', 2)
+        # nova-placed: nova defined its pins, the live XML has the same.
+        self.fake.add_domain('placed', 1, xml=hosts.domain_xml(
+            'placed', 1, pins={0: '3'}, numa_cells=True))
+        self.fake.add_domain('off', 1, active=False)
+        writes = self.fake.writes()
+        before = dict(self.fake.calls)
+        found = self.adapter.pinned_guests()
+        self.assertEqual(['pinned'], sorted(found))
+        # (as the fake prints them: libvirt writes ranges, 0-1)
+        self.assertEqual(['<emulatorpin cpuset="0,1"></emulatorpin>',
+                          '<vcpupin cpuset="1" vcpu="0"></vcpupin>'],
+                         found['pinned'])
+        self.assertEqual(writes, self.fake.writes())  # nothing written
+        # A listing and two reads a running guest (live, persistent).
+        self.assertEqual(1, self.fake.calls['listAllDomains'] -
+                         before.get('listAllDomains', 0))
+        self.assertEqual(6, self.fake.calls['XMLDesc'] -
+                         before.get('XMLDesc', 0))
+
+    def test_a_pin_release_wrote_is_still_one_of_ours(self):
+        # release puts a guest back on nova's CPUs: the live XML lists
+        # the pin all the same, and nova would carry it.
+        g = self.fake.add_domain('g', 1)
+        self.adapter.apply([change(g, 'vcpu', '0-3', 0)])
+        self.assertEqual({'g': ['<vcpupin cpuset="0,1,2,3" vcpu="0">'
+                                '</vcpupin>']}, self.adapter.pinned_guests())
+
+    def test_home_node_is_one_of_ours(self):
+        g = self.fake.add_domain('g', 1)
+        self.adapter.set_home_node = True
+        self.adapter.apply([change(g, 'numa', '0')])
+        self.assertEqual(['g'], list(self.adapter.pinned_guests()))
+
+    def test_a_transient_domain_has_no_definition_to_compare(self):
+        # libvirt answers its inactive read with the live XML; nova
+        # defines every guest it runs.
+        t = self.fake.add_domain('t', 1, persistent=False)
+        self.adapter.apply([change(t, 'vcpu', '1', 0)])
+        self.assertEqual({}, self.adapter.pinned_guests())
+
+    def test_a_guest_gone_meanwhile_is_skipped(self):
+        g = self.fake.add_domain('g', 1)
+        h = self.fake.add_domain('h', 1)
+        self.adapter.apply([change(g, 'vcpu', '1', 0),
+                            change(h, 'vcpu', '1', 0)])
+        original = fakelibvirt.FakeDomain.XMLDesc
+
+        def vanish(dom, flags=0):
+            text = original(dom, flags)
+            if dom is g:
+                g.destroy()  # between its live and its persistent read
+            return text
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.fakelibvirt.FakeDomain.XMLDesc', vanish))
+        self.assertEqual(['h'], list(self.adapter.pinned_guests()))
+
+    def test_a_hung_daemon_is_a_bounded_failure(self):
+        self.fake.add_domain('g', 1)
+        release = fakelibvirt.threading.Event()
+        self.addCleanup(release.set)
+        self.fake.hang['XMLDesc'] = release
+        self.adapter.call_timeout = 0.2
+        start = time.monotonic()
+        self.assertRaises(libvirtapi.LibvirtTimeout,
+                          self.adapter.pinned_guests)
+        self.assertLess(time.monotonic() - start, 5)
+
+
 class TestApply(AdapterTestCase):
 
     def test_each_change_is_one_live_write(self):

@@ -17,7 +17,11 @@ Content (JSON, version 1)::
                     "refused": {"<irq>": "Input/output error"}},
      "workqueue": {"original": "000000ff", "set": "0000000f"},
      "irqbalance": {"pid": 812, "start": 99, "original": "",
-                    "told": "4-5"}}
+                    "told": "4-5"},
+     "irqbalance_retry": {"retry_at": 1764150030.0, "retries": 1}}
+
+(``irqbalance_retry`` only while irqbalance did not answer in time; the
+agent holds it in the ``irqbalance`` record: ``RETRY_KEY``.)
 
 Invariants:
 
@@ -243,6 +247,43 @@ def from_earlier_boot(st: dict[str, typing.Any],
     return current is not None and current != recorded
 
 
+# irqbalance's retry after a timeout (``retry_at``, ``retries``) is kept
+# in its record while the agent runs, but written at the top level of the
+# file, under this key: 1.0.0 refuses unknown keys inside the
+# ``irqbalance`` record (its ``undo`` would set the whole state aside
+# after a rollback) and ignores unknown top-level keys.
+RETRY_KEY = 'irqbalance_retry'
+_RETRY_FIELDS = ('retry_at', 'retries')
+
+
+def _from_disk(state: typing.Any) -> typing.Any:
+    """The file's ``RETRY_KEY`` back into the irqbalance record."""
+    if not isinstance(state, dict) or RETRY_KEY not in state:
+        return state
+    state = dict(state)
+    retry = state.pop(RETRY_KEY)
+    ib = state.get('irqbalance', {})
+    if isinstance(retry, dict) and isinstance(ib, dict):
+        ib = dict(ib)
+        ib.update(retry)  # the record's validation checks each field
+        state['irqbalance'] = ib
+    elif retry is not None:
+        state['irqbalance'] = {'bad': retry}  # refused by _validate
+    return state
+
+
+def _to_disk(state: dict[str, typing.Any]) -> dict[str, typing.Any]:
+    """The irqbalance record's retry fields under ``RETRY_KEY``."""
+    ib = state.get('irqbalance')
+    if not isinstance(ib, dict) or not any(k in ib for k in _RETRY_FIELDS):
+        return state
+    out = dict(state)
+    out['irqbalance'] = {k: v for k, v in ib.items()
+                         if k not in _RETRY_FIELDS}
+    out[RETRY_KEY] = {k: ib[k] for k in _RETRY_FIELDS if k in ib}
+    return out
+
+
 def load(path: str) -> typing.Optional[dict[str, typing.Any]]:
     """The recorded state, or None if there is none; StateError if the
     file is corrupt or could have been written by someone else."""
@@ -256,13 +297,13 @@ def load(path: str) -> typing.Optional[dict[str, typing.Any]]:
                          % (path, exc.strerror or exc)) from None
     except (ValueError, RecursionError) as exc:
         raise StateError('%s is corrupt: %s' % (path, exc)) from None
-    return _validate(state, path)
+    return _validate(_from_disk(state), path)
 
 
 def save(path: str, state: dict[str, typing.Any]) -> None:
     """Write the state (under the lock: stale temporaries go first)."""
     safefs.remove_stale_temporaries(path)
-    statefile.write_json(path, state, mode=0o600)
+    statefile.write_json(path, _to_disk(state), mode=0o600)
 
 
 def remove(path: str) -> None:

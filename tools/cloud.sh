@@ -25,6 +25,8 @@
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
 #   tools/cloud.sh package disabled   # [nova_pinning] enabled = false, the
 #                                     # driver kept (nova.rst, "Switch it off")
+#   tools/cloud.sh weigher on|off     # nova-scheduler's OneToOneWeigher
+#                                     # (follows "package on|off" too)
 #   tools/cloud.sh restart-compute N [--kill]
 #   tools/cloud.sh status
 #   tools/cloud.sh down [--purge]     # --purge also drops the databases
@@ -477,6 +479,35 @@ write_package_conf() {
     echo "$package" > "$STATE/package"
 }
 
+# nova-scheduler's weighers (doc/source/nova.rst, "Across the cloud"): on,
+# nova's own and the package's OneToOneWeigher, on one line (a list
+# option: a second line would replace the first); off, nova's default.
+# It follows the package (an operator installs both), and "cloud.sh
+# weigher on|off" switches it alone (tests/cloud/test_weigher.py).
+write_weigher_conf() {  # on|off
+    {
+        echo "# cloud.sh weigher $1"
+        if [ "$1" = on ]; then
+            echo "[filter_scheduler]"
+            echo "weight_classes = nova.scheduler.weights.all_weighers,nova_pinning_hooks.nova.weigher.OneToOneWeigher"
+        fi
+    } > "$etc/nova/scheduler.conf"
+    echo "$1" > "$STATE/weigher"
+}
+
+restart_scheduler() {  # and wait until it consumes its RPC queue again
+    local deadline=$(( $(date +%s) + 120 ))
+    stop_proc nova-scheduler
+    start_nova_services
+    until timeout 30 rabbitmqctl -q -n rabbit@localhost list_consumers 2>/dev/null \
+            | awk '$1 == "scheduler" { found = 1 } END { exit !found }'; do
+        alive nova-scheduler || die "nova-scheduler exited (see $LOG/nova-scheduler.log)"
+        [ "$(date +%s)" -lt "$deadline" ] \
+            || die "nova-scheduler did not consume its queue in 120 s (see $LOG/nova-scheduler.log)"
+        sleep 0.5
+    done
+}
+
 nova_conf_args() {  # N: the config files of compute N
     echo "--config-file $etc/nova/nova.conf --config-file $etc/nova/cpu-mode.conf" \
          "--config-file $etc/nova/compute$1.conf --config-file $etc/nova/pinning$1.conf"
@@ -607,8 +638,10 @@ start_nova_services() {
     spawn nova-conductor "$venv/bin/nova-conductor" --config-file "$etc/nova/nova.conf" \
         --config-file "$etc/nova/nova-db.conf" \
         --log-file "$LOG/nova-conductor.log"
+    [ -f "$etc/nova/scheduler.conf" ] || write_weigher_conf \
+        "$( [ "$package" = on ] && echo on || echo off)"
     spawn nova-scheduler "$venv/bin/nova-scheduler" --config-file "$etc/nova/nova.conf" \
-        --config-file "$etc/nova/nova-db.conf" \
+        --config-file "$etc/nova/nova-db.conf" --config-file "$etc/nova/scheduler.conf" \
         --log-file "$LOG/nova-scheduler.log"
 }
 
@@ -1061,6 +1094,7 @@ status() {
         if alive "$s"; then echo "$s: running ($(pid_of "$s"))"; else echo "$s: stopped"; fi
     done
     echo "package: $(cat "$STATE/package" 2>/dev/null || echo unknown)"
+    echo "nova-scheduler's weigher: $(cat "$STATE/weigher" 2>/dev/null || echo unknown)"
     echo "series: $(cat "$STATE/series" 2>/dev/null || echo none)"
     echo "nph-compute2's layout: $compute2"
     if [ "$compute2" = kolla ]; then
@@ -1111,13 +1145,22 @@ case "$cmd" in
         case "$package" in on|off|disabled) ;;
             *) die "usage: cloud.sh package on|off|disabled" ;; esac
         write_package_conf
+        write_weigher_conf "$( [ "$package" = on ] && echo on || echo off)"
+        restart_scheduler
         for n in 1 2; do
             start_libvirtd "$n"  # it is, unless something killed it
             stop_compute "$n"
             start_compute "$n"
         done
         wait_computes
-        log "package $package" ;;
+        log "package $package (nova-scheduler's weigher $(cat "$STATE/weigher"))" ;;
+    weigher)
+        from_state
+        case "${args[0]:-}" in on|off) ;;
+            *) die "usage: cloud.sh weigher on|off" ;; esac
+        write_weigher_conf "${args[0]}"
+        restart_scheduler
+        log "nova-scheduler's weigher ${args[0]}" ;;
     restart-compute)
         from_state
         n=${args[0]:-}
@@ -1126,5 +1169,5 @@ case "$cmd" in
         start_libvirtd "$n"
         start_compute "$n"
         wait_computes ;;
-    *) die "usage: cloud.sh up|demo|down|status|package on|off|restart-compute N [--kill]" ;;
+    *) die "usage: cloud.sh up|demo|down|status|package on|off|weigher on|off|restart-compute N [--kill]" ;;
 esac

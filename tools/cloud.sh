@@ -854,7 +854,11 @@ stop_compute() {  # N [--kill]: TERM (KILL after 5 s), or KILL at once
 # kolla's sudoers and rootwrap files that nova's privsep needs as nova),
 # with both hosts' names, root's ssh client configuration for disk
 # copies, the cloud's log directory, and its configuration where kolla
-# mounts it.
+# mounts it. Both hosts' names reach nova_libvirt too, as kolla-ansible
+# gives every host the inventory's names (its etc-hosts role, and host
+# networking): the source libvirtd of a live migration out of nph-compute2
+# connects to the destination by name ("Unable to resolve address
+# 'nph-compute1'" put the server in ERROR without it).
 KOLLA_PREFIX=nph_cloud_
 in_kolla() { [ "$1" = 2 ] && [ "$compute2" = kolla ]; }
 
@@ -868,7 +872,8 @@ kolla_compute() {  # start|stop [compute]: tools/kolla-compute.sh for host 2
     done
     NPH_KOLLA_PREFIX=$KOLLA_PREFIX NPH_KOLLA_LIBVIRT_ADDR=${HOST_IPS[1]} NPH_KOLLA_NOVA_UID=0 \
     NPH_KOLLA_LIBVIRT_PORT=${LIBVIRT_PORTS[1]} \
-    NPH_KOLLA_LIBVIRT_OPTS="-v $dir/instances:$STATE/instances" \
+    NPH_KOLLA_LIBVIRT_OPTS="-v $dir/instances:$STATE/instances
+        -v $dir/hosts:/etc/hosts:ro" \
     NPH_KOLLA_COMPUTE_OPTS="--user root -v $dir/instances:$STATE/instances
         -v $dir/hosts:/etc/hosts:ro -v $STATE/ssh/client:/root/.ssh:ro
         -v $LOG:$LOG -v $dir/kolla-config:$conf:ro" \

@@ -82,6 +82,17 @@ class TestLifecycle(base.CloudTestCase):
         self.assert_pinned()
         self.assertIn("<emulatorpin cpuset='0'/>",
                       domain_xml('nph-compute2', name))
+        # And back out of nph-compute2 (kolla's containers in the default
+        # run: its libvirtd resolves nph-compute1 from the cloud's
+        # inventory of names, issue 42), pinned again by nph-compute1's
+        # package.
+        self.admin.compute.live_migrate_server(a, host='nph-compute1',
+                                               block_migration='auto')
+        self.wait_host(a, 'nph-compute1')
+        self.assert_no_fault(a)
+        inactive = domain_xml('nph-compute1', name, inactive=True)
+        self.assertNotIn('<vcpupin', inactive)
+        self.assert_pinned()
         self.assert_no_compute_error()
 
     def test_a_ratio_set_in_placement_reaches_the_file_and_the_pass(self):

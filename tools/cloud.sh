@@ -28,6 +28,9 @@
 #   tools/cloud.sh weigher on|off     # nova-scheduler's OneToOneWeigher
 #                                     # (follows "package on|off" too)
 #   tools/cloud.sh restart-compute N [--kill]
+#   tools/cloud.sh reboot-host N      # a power cut and a boot: the host's
+#                                     # guests killed, its services again
+#   tools/cloud.sh control stop|start rabbitmq|mariadb
 #   tools/cloud.sh status
 #   tools/cloud.sh down [--purge]     # --purge also drops the databases
 #
@@ -375,6 +378,9 @@ my_ip = 127.0.0.1
 state_path = $STATE/nova
 instances_path = $STATE/instances
 compute_driver = libvirt.LibvirtDriver
+# A compute host that boots again starts the guests that ran on it, as
+# operators set it (cloud.sh reboot-host, tests/day2).
+resume_guests_state_on_host_boot = true
 # The guests spin in a boot sector and never shut down cleanly: do not
 # wait a minute for them at each stop (nor two at each soft reboot).
 shutdown_timeout = 1
@@ -797,6 +803,33 @@ start_compute() {  # N
     started_computes+=("$n")
 }
 
+reboot_host() {  # N: what a power cut and a boot do to compute N
+    local n=$1 f pid
+    stop_compute "$n" --kill
+    # The guests die with the host, where they run.
+    for f in "$(host_dir "$n")"/run/libvirt/qemu/*.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null) || continue  # gone meanwhile
+        if [ -n "$pid" ] && grep -q qemu "/proc/$pid/cmdline" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || log "qemu $pid ended before its kill"
+        fi
+    done
+    stop_host "$n"
+    start_libvirtd "$n"
+    start_compute "$n"
+    wait_computes
+}
+
+control() {  # stop|start rabbitmq|mariadb: the control plane failing
+    case "$1 $2" in
+        "stop rabbitmq") rabbitmqctl -q -n rabbit@localhost stop_app ;;
+        "start rabbitmq") rabbitmqctl -q -n rabbit@localhost start_app ;;
+        "stop mariadb") mariadb-admin --socket="$SOCK" shutdown ;;
+        "start mariadb") start_mariadb ;;
+        *) die "usage: cloud.sh control stop|start rabbitmq|mariadb" ;;
+    esac
+}
+
 stop_daemon() {  # N NAME PIDFILE: a host's daemon, by its pid file
     local pid
     pid=$(cat "$(host_dir "$1")/run/$3" 2>/dev/null || true)
@@ -1159,6 +1192,13 @@ case "$cmd" in
         done
         wait_computes
         log "package $package (nova-scheduler's weigher $(cat "$STATE/weigher"))" ;;
+    reboot-host)
+        from_state
+        case "${args[0]:-}" in 1|2) ;; *) die "usage: cloud.sh reboot-host 1|2" ;; esac
+        reboot_host "${args[0]}" ;;
+    control)
+        from_state
+        control "${args[0]:-}" "${args[1]:-}" ;;
     weigher)
         from_state
         case "${args[0]:-}" in on|off) ;;
@@ -1174,5 +1214,5 @@ case "$cmd" in
         start_libvirtd "$n"
         start_compute "$n"
         wait_computes ;;
-    *) die "usage: cloud.sh up|demo|down|status|package on|off|weigher on|off|restart-compute N [--kill]" ;;
+    *) die "usage: cloud.sh up|demo|down|status|package on|off|weigher on|off|restart-compute N [--kill]|reboot-host N|control stop|start rabbitmq|mariadb" ;;
 esac

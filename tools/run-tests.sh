@@ -20,6 +20,10 @@
 #                                   # brought up first) and tests/cloud
 #   tools/run-tests.sh tempest      # upstream tempest's compute API tests
 #                                   # against it, package on and off
+#   tools/run-tests.sh day2         # restarts, reboots and control-plane
+#                                   # faults under running guests, in the
+#                                   # cloud (tests/day2; about an hour, not
+#                                   # in the default run: before a release)
 #
 # By default it ends with the cloud: tools/cloud.sh up, tests/cloud, and
 # tempest's compute smoke tests with the package on and off. The cloud's
@@ -75,7 +79,7 @@ done
 
 needs_host=0
 for e in "${envs[@]}"; do
-    case "$e" in demo|functional|vm|nova-*|cloud*|tempest*) needs_host=1 ;; esac
+    case "$e" in demo|functional|vm|nova-*|cloud*|day2|tempest*) needs_host=1 ;; esac
 done
 if [ "$needs_host" = 1 ]; then
     tools/setup-host.sh
@@ -187,7 +191,7 @@ for e in "${envs[@]}"; do
         continue
     fi
     case "$e" in
-        cloud|tempest|tempest-smoke)
+        cloud|day2|tempest|tempest-smoke)
             # The cloud: built once and kept (virtualenv, databases,
             # image), so only a first run on a machine pays for it. One
             # cloud at a time (fixed addresses and ports): the other

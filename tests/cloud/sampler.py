@@ -15,9 +15,11 @@ not where the policy says in a sample is unpinned for that interval.
 
 ``report()`` gives, per guest and in all, the unpinned guest-seconds and
 the longest unpinned stretch of one guest, and how many samples were
-taken. A scenario compares them with one pass per event (a guest that
-just started runs where qemu put it until its pass: up to a pass's time
-unpinned is the package working, not failing).
+taken; ``beyond()`` the unpinned guest-seconds beyond one pass per event:
+a sample counts there unless the host's set of running guests changed
+less than ``budget`` seconds before it (a guest that just started runs
+where qemu put it until its pass, and its neighbours keep their old pins
+until that pass: the package working, not failing).
 
 Reading only: nothing here writes to /proc, libvirt or the cloud; the
 flavors of guests are read from nova's API when a guest first shows up
@@ -100,7 +102,7 @@ class Sampler(threading.Thread):
     """Samples until ``stop()``; ``report()`` after."""
 
     def __init__(self, flavor_of, pools, interval=0.5,
-                 state=kernel.STATE):
+                 state=kernel.STATE, budget=10.0):
         super().__init__(daemon=True, name='nph-cloud-sampler')
         self.flavor_of = flavor_of  # instance name -> (flavor, vCPUs)
         self.pools = pools
@@ -112,6 +114,10 @@ class Sampler(threading.Thread):
         self.unpinned = {}  # (host, instance) -> seconds
         self.longest = {}   # (host, instance) -> longest stretch, s
         self._since = {}    # (host, instance) -> when its stretch began
+        self.budget = budget
+        self.beyond_pass = {}  # (host, instance) -> seconds beyond a pass
+        self._guests = {}   # host -> its running instances, last sample
+        self._changed = {}  # host -> when its set of guests last changed
         self.errors = []
 
     def stop(self):
@@ -133,11 +139,26 @@ class Sampler(threading.Thread):
                         self.errors.append('%s: %s' % (instance, exc))
                         continue
                 host_guests[host][instance] = threads
-        bad = wrong(host_guests, self.flavors, self.pools)
+        self._count(now, host_guests,
+                    wrong(host_guests, self.flavors, self.pools))
+
+    def _count(self, now, host_guests, bad):
+        """Count one sample: ``bad``, the guests not where the policy
+        says among ``host_guests``."""
+        for host, guests in host_guests.items():
+            names = frozenset(guests)
+            if self._guests.get(host) != names:
+                if host in self._guests:  # not the first sample
+                    self._changed[host] = now
+                self._guests[host] = names
         self.samples += 1
         for key in bad:
             self.unpinned[key] = self.unpinned.get(key, 0.0) + self.interval
             self._since.setdefault(key, now)
+            changed = self._changed.get(key[0])
+            if changed is None or now - changed > self.budget:
+                self.beyond_pass[key] = self.beyond_pass.get(key, 0.0) + \
+                    self.interval
         for key in list(self._since):
             if key not in bad:
                 start = self._since.pop(key)
@@ -157,6 +178,10 @@ class Sampler(threading.Thread):
         for key, start in self._since.items():
             self.longest[key] = max(self.longest.get(key, 0.0), now - start)
         self._since.clear()
+
+    def beyond(self):
+        """Unpinned guest-seconds beyond one pass per event."""
+        return round(sum(self.beyond_pass.values()), 1)
 
     def report(self):
         """(unpinned guest-seconds in all, the longest stretch of one

@@ -58,3 +58,17 @@ class TestWrong(testtools.TestCase):
         total, longest, samples, per_guest = s.report()
         self.assertEqual((1.0, 1.0, 3), (total, longest, samples))
         self.assertEqual({('h1', 'a'): 1.0}, per_guest)
+
+    def test_a_pass_after_a_guest_starts_is_not_beyond(self):
+        s = sampler.Sampler(lambda i: FLAVORS[i], POOLS, interval=0.5,
+                            budget=2.0)
+        for t, guests in (
+                (0.0, {'a': {0: S({0})}}),                       # pinned
+                (0.5, {'a': {0: S({0})}, 'b': {0: S({0, 1})}}),  # b starts
+                (1.0, {'a': {0: S({0})}, 'b': {0: S({0, 1})}}),  # its pass
+                (1.5, {'a': {0: S({0})}, 'b': {0: S({1})}}),     # pinned
+                (5.0, {'a': {0: S({0, 1})}, 'b': {0: S({1})}})):  # a lost
+            view = {'h1': guests, 'h2': {}}
+            s._count(t, view, sampler.wrong(view, FLAVORS, POOLS))
+        self.assertEqual(1.5, s.report()[0])   # b twice, a once
+        self.assertEqual(0.5, s.beyond())      # a, long after b started

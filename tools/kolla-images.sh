@@ -256,9 +256,17 @@ nova_base=$(stage nova-base "$ctx/upper-constraints.txt")
 
 # -- nova-compute: the package, as deploy.rst's kolla-build override -------
 # The package's sources as they are in this checkout (committed or not)
-# key the wheel; it is built only when that image is missing.
-(cd "$top" && git ls-files -z -- nova_pinning_hooks setup.cfg setup.py \
-     pyproject.toml requirements.txt | xargs -0 sha256sum) > "$ctx/sources"
+# key the wheel; it is built only when that image is missing. With
+# NPH_KOLLA_WHEEL, that wheel instead (another release of the package:
+# tests/day2's upgrade and rollback, as kolla-ansible upgrade rebuilds the
+# image), keyed by its own bytes.
+if [ -n "${NPH_KOLLA_WHEEL:-}" ]; then
+    [ -f "$NPH_KOLLA_WHEEL" ] || { echo "kolla-images.sh: NPH_KOLLA_WHEEL: no file $NPH_KOLLA_WHEEL" >&2; exit 2; }
+    sha256sum "$NPH_KOLLA_WHEEL" | cut -d' ' -f1 > "$ctx/sources"
+else
+    (cd "$top" && git ls-files -z -- nova_pinning_hooks setup.cfg setup.py \
+         pyproject.toml requirements.txt | xargs -0 sha256sum) > "$ctx/sources"
+fi
 # deploy.rst's override puts this RUN in nova_compute_footer, just before
 # kolla's final USER nova; the wheel stands in for
 # 'nova-pinning-hooks==1.0.0' from an index.
@@ -274,8 +282,12 @@ USER nova
 EOF
 wheel() {  # the package's wheel in $ctx/wheel, built once a run
     [ -d "$ctx/wheel" ] && return 0
-    log "building the package's wheel"
     mkdir -p "$ctx/wheel"
+    if [ -n "${NPH_KOLLA_WHEEL:-}" ]; then
+        cp "$NPH_KOLLA_WHEEL" "$ctx/wheel/"
+        return 0
+    fi
+    log "building the package's wheel"
     (cd "$top" && python3 -m pip wheel --no-deps -q -w "$ctx/wheel" . >&2)
 }
 compute=nph/nova-compute:$( (cat "$ctx/Containerfile" "$ctx/sources") | key)

@@ -1,0 +1,91 @@
+"""Day two: the package upgraded from its 1.0.0 release to this checkout
+and rolled back, with guests running, the way each layout does it:
+
+* nph-compute1 (OpenStack-Ansible, distribution packages): the wheel into
+  nova's virtualenv, nova-compute restarted;
+* nph-compute2 in kolla's containers: the image rebuilt with the wheel
+  (``NPH_KOLLA_WHEEL``, tools/kolla-images.sh) and nova_compute recreated,
+  as ``kolla-ansible upgrade`` does (``cloud.sh restart-compute 2``).
+
+Each step is sampled (0 unpinned guest-seconds beyond one pass per
+event) and every server stays ACTIVE. nova-scheduler runs nova's own
+weighers meanwhile (1.0.0 has no OneToOneWeigher; the virtualenv is
+shared with the computes here, as it is not on a real control plane).
+At the end this checkout's package is back everywhere.
+"""
+
+import glob
+import os
+import subprocess
+import tempfile
+
+from tests.cloud import base as cloud_base
+from tests.day2 import base
+
+RELEASE_1_0_0 = '8f6371f'  # "Merge branch 'release-1.0'" (setup.cfg 1.0.0)
+
+
+def wheel(source, out):
+    subprocess.run(['python3', '-m', 'pip', 'wheel', '--no-deps', '-q',
+                    '-w', out, source], check=True, timeout=600,
+                   capture_output=True)
+    return glob.glob(os.path.join(out, 'nova_pinning_hooks-*.whl'))[0]
+
+
+class TestUpgradeAndRollback(base.DayTwoCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.mkdtemp(prefix='nph-day2-wheels.')
+        src = os.path.join(cls.tmp, 'release-1.0.0')
+        os.makedirs(src)
+        archive = subprocess.run(
+            ['git', '-C', cloud_base.TOP, 'archive', RELEASE_1_0_0],
+            check=True, timeout=120, capture_output=True).stdout
+        subprocess.run(['tar', '-x', '-C', src], input=archive, check=True,
+                       timeout=120)
+        cls.old = wheel(src, os.path.join(cls.tmp, 'old'))
+        cls.new = wheel(cloud_base.TOP, os.path.join(cls.tmp, 'new'))
+
+    def setUp(self):
+        super().setUp()
+        self.package('on')
+        cloud_base.cloud('weigher', 'off')
+        self.addCleanup(cloud_base.cloud, 'weigher', 'on')
+        self.addCleanup(self.install, self.new)
+
+    def venv(self):
+        return '/var/cache/nova-pinning-hooks/cloud/venv-%s' % \
+            cloud_base._state('series')
+
+    def install(self, whl):
+        """``whl`` in both computes, each the way its layout does."""
+        subprocess.run([self.venv() + '/bin/pip', 'install', '-q',
+                        '--no-deps', '--force-reinstall', whl],
+                       check=True, timeout=600, capture_output=True)
+        cloud_base.cloud('restart-compute', '1', timeout=600)
+        env = dict(os.environ)
+        if cloud_base._state('compute2-layout') == 'kolla':
+            env['NPH_KOLLA_WHEEL'] = whl
+        subprocess.run([cloud_base.CLOUD, 'restart-compute', '2'], env=env,
+                       check=True, timeout=1800, capture_output=True)
+
+    def settled(self, servers):
+        for s in servers:
+            self.wait_status(s, 'ACTIVE', timeout=300)
+        self.assert_pinned(timeout=120)
+
+    def test_from_1_0_0_and_back(self):
+        self.install(self.old)
+        servers = self.fleet()
+        for step, whl in (('upgrade 1.0.0 -> this', self.new),
+                          ('rollback this -> 1.0.0', self.old),
+                          ('upgrade 1.0.0 -> this again', self.new)):
+            figures = self.sample(lambda w=whl: self.install(w),
+                                  settle=lambda: self.settled(servers))
+            result = self.record('package %s' % step, **figures)
+            self.assertEqual(0.0, result['beyond_one_pass'], result)
+            self.assertEqual({'ACTIVE'}, set(result['outcome'].values()),
+                             result)
+        self.assert_no_compute_error()

@@ -28,6 +28,8 @@
 #   tools/cloud.sh weigher on|off     # nova-scheduler's OneToOneWeigher
 #                                     # (follows "package on|off" too)
 #   tools/cloud.sh restart-compute N [--kill]
+#   tools/cloud.sh compute-series N S # compute N on nova series S (a
+#                                     # rolling upgrade), S = the cloud's: back
 #   tools/cloud.sh reboot-host N      # a power cut and a boot: the host's
 #                                     # guests killed, its services again
 #   tools/cloud.sh control stop|start rabbitmq|mariadb
@@ -791,6 +793,54 @@ EOF
     die "libvirtd of $name does not answer on port $port (see $LOG/libvirtd$n.log)"
 }
 
+# A compute on another nova release than the control plane (nova's
+# rolling upgrade: computes one release behind, then upgraded in place):
+# "cloud.sh compute-series 1 33" runs nph-compute1's nova-compute from a
+# virtualenv of nova 33 with that series' upper-constraints and the
+# package's wheel; "compute-series 1 34" back on the cloud's own. Host
+# layout only (kolla's image holds nova 34).
+nova_release() {  # SERIES: the nova release tox.ini tests for it
+    case "$1" in 29) echo 29.4.0 ;; 30) echo 30.3.0 ;; 31) echo 31.3.1 ;;
+        32) echo 32.2.1 ;; 33) echo 33.0.2 ;; 34) echo 34.0.0 ;;
+        *) die "no nova release known for series '$1'" ;; esac
+}
+
+compute_venv() {  # N: where compute N's nova-compute runs from
+    local s
+    s=$(cat "$STATE/compute$1-series" 2>/dev/null || echo "$series")
+    if [ "$s" = "$series" ]; then echo "$venv"; else echo "$CACHE/venv-compute-$s"; fi
+}
+
+build_compute_venv() {  # SERIES
+    local s=$1 v=$CACHE/venv-compute-$1 want
+    local c=$top/tools/constraints/nova-$1.txt
+    [ -f "$c" ] || die "no constraints for nova series $s ($c)"
+    want="nova==$(nova_release "$s") $(sha256sum "$c" | cut -c1-16) $(cat "$venv/.nph-package")"
+    [ "$(cat "$v/.nph-built" 2>/dev/null)" = "$want" ] && return 0
+    log "building $v (nova $(nova_release "$s") for a compute, once)"
+    rm -rf "$v"
+    python3 -m venv "$v"
+    local extra=()
+    case "$s" in 29|30) extra=('setuptools<81') ;; esac
+    { "$v/bin/pip" install -q -c "$c" "nova==$(nova_release "$s")" libvirt-python \
+          pyroute2 "${extra[@]}" &&
+      "$v/bin/pip" install -q -c "$c" "$CACHE"/wheels/nova_pinning_hooks-*.whl; } \
+        >"$LOG/compute-venv-$s.log" 2>&1 \
+        || die "cannot build $v (see $LOG/compute-venv-$s.log)"
+    echo "$want" > "$v/.nph-built"
+}
+
+compute_series() {  # N SERIES
+    local n=$1 s=$2
+    in_kolla "$n" && die "compute $n runs in kolla's containers: its nova is the image's"
+    [ "$s" = "$series" ] || build_compute_venv "$s"
+    echo "$s" > "$STATE/compute$n-series"
+    stop_compute "$n"
+    start_libvirtd "$n"
+    start_compute "$n"
+    wait_computes
+}
+
 start_compute() {  # N
     local n=$1 pid
     if in_kolla "$n"; then start_kolla_compute; return; fi
@@ -799,7 +849,7 @@ start_compute() {  # N
     mkdir -p "$(host_dir "$n")/nova"
     # shellcheck disable=SC2046
     spawn "nova-compute$n" nsenter -t "$pid" -m -u -C -- \
-        "$venv/bin/nova-compute" $(nova_conf_args "$n")
+        "$(compute_venv "$n")/bin/nova-compute" $(nova_conf_args "$n")
     started_computes+=("$n")
 }
 
@@ -1192,6 +1242,10 @@ case "$cmd" in
         done
         wait_computes
         log "package $package (nova-scheduler's weigher $(cat "$STATE/weigher"))" ;;
+    compute-series)
+        from_state
+        case "${args[0]:-}" in 1|2) ;; *) die "usage: cloud.sh compute-series 1|2 SERIES" ;; esac
+        compute_series "${args[0]}" "${args[1]:?usage: cloud.sh compute-series N SERIES}" ;;
     reboot-host)
         from_state
         case "${args[0]:-}" in 1|2) ;; *) die "usage: cloud.sh reboot-host 1|2" ;; esac

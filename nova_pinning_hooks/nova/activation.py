@@ -32,6 +32,7 @@ import sys
 import threading
 import types
 import typing
+from importlib import metadata
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -206,9 +207,22 @@ def activate(conf: cfg.ConfigOpts,
                 _REPORTER = nodesummary.Reporter(
                     _RUNTIME.basis, conf.nova_pinning.summary_max_age)
         _RUNTIME.start()
-        LOG.info('nova-pinning-hooks: active (%s passes)',
-                 'out-of-process' if _RUNTIME.out_of_process else 'threaded')
+        LOG.info('nova-pinning-hooks: active (%s passes); %s',
+                 'out-of-process' if _RUNTIME.out_of_process else 'threaded',
+                 _nova_seen())
         return _RUNTIME
+
+
+def _nova_seen() -> str:
+    """What ``compat`` saw of this nova, for the activation line (a
+    rolling upgrade's log says which nova each compute ran)."""
+    try:
+        version = metadata.version('nova')
+    except metadata.PackageNotFoundError:
+        return 'nova of no installed distribution, every part found'
+    return 'nova %s, every part found%s' % (
+        version, '' if compat.tested(version) else
+        ' (not a tested release: %d to %d are)' % compat.TESTED)
 
 
 def request_pass(reason: str, host: typing.Optional[str] = None) -> bool:

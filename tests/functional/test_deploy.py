@@ -125,7 +125,9 @@ class TestDebianPackages(testtools.TestCase):
         self.assertTrue(ours.startswith(venv + '/'), ours)
         self.assertEqual({'bind_numa_affinity': 'BindNumaAffinityHook',
                           'nova_pinning_allocation_ratio':
-                          'AllocationRatioHook'}, hooks)
+                          'AllocationRatioHook',
+                          'nova_pinning_node_summary': 'NodeSummaryHook'},
+                         hooks)
         self.assertEqual({'nova_pinning': 'ActivationDriver'}, drivers)
         self.assertTrue(version.split('.')[0].isdigit(), version)
 

@@ -75,14 +75,22 @@ KOLLA_CONFIG_FILES = ('nova.conf', 'cpu-mode.conf', 'compute2.conf',
 #   then logs "Error updating resources for node ...: InvalidDiskInfo ...
 #   qemu-img ... Exit code: -15" as its process shuts down gracefully
 #   (seen once, 2026-11-25, in test_nova_compute_restarted_and_killed on
-#   a loaded machine; qemu-img is nova's, not the package's).
+#   a loaded machine; qemu-img is nova's, not the package's);
+# * while nova-scheduler restarts (cloud.sh weigher on|off, package
+#   on|off), no queue is bound to its fanout exchange, which RabbitMQ
+#   then deletes (auto-delete): nova-compute's periodic
+#   _sync_scheduler_instance_info fails to publish to it ("no exchange
+#   'scheduler_fanout'") and runs again at its next period (seen
+#   2026-11-27 in test_weigher, 13 s after the scheduler's restart).
 NOVA_OWN = (('Graceful shutdown', 'oslo.service.backend._threading.'
              'loopingcall', 'A dynamic interval looping call'),
             ('Graceful shutdown', 'Error updating resources for node',
              'InvalidDiskInfo', 'qemu-img', 'Exit code: -15'),
             ('concurrently updated the resource provider data',),
             ('nova.scheduler.client.report', 'Failed to update inventory',
-             'Got 409', 'resource provider generation conflict'))
+             'Got 409', 'resource provider generation conflict'),
+            ('_sync_scheduler_instance_info',
+             "no exchange 'scheduler_fanout'"))
 
 
 def compute_log_errors(since_sizes):

@@ -1,32 +1,56 @@
 """nova-scheduler with the package's OneToOneWeigher, in the real cloud.
 
-The two computes differ as small and large hosts of a fleet do:
+The two computes differ as large and small hosts of a fleet do:
 nph-compute1's guest pool is CPUs 0-1, nph-compute2's CPU 0 alone
-(``cpu_shared_set = 0``). With a 1-vCPU guest on each, nph-compute2's
-pool is full and nph-compute1 has one CPU of one-to-one room. A third
-1-vCPU guest, booted by a member with no host named:
+(``cpu_shared_set = 0``). A 2-vCPU guest on nph-compute1 fills its pool
+(one-to-one, one CPU each); nph-compute2 is empty. A 1-vCPU guest, booted
+by a member with no host named
+(``second_guest``):
 
-* nova's default weighers weigh free RAM, free vCPUs and free disk:
-  nph-compute1's guest is the larger one (``nph.big``: more RAM and
-  disk), so RAM and disk favour nph-compute2 and only free vCPUs favour
-  nph-compute1. The guest goes to nph-compute2, where it shares CPU 0
-  with the guest there (node range): neither is one-to-one any more;
+* nova's default weighers weigh free RAM, free vCPUs and free disk, each
+  as a share of the largest among the hosts (``minval = 0``: a host with
+  half the free vCPUs of the other weighs 0.5), and the vCPUs are
+  counted with the allocation ratio (4.0 here): nph-compute1 has 8 - 2 =
+  6 free, nph-compute2 4. The guest goes to nph-compute1 (CPU weights
+  1.0 and 0.67; RAM and disk differ by 1 %), where three vCPUs now share
+  its two CPUs (node range): no guest is one-to-one;
 * with the weigher (``tools/cloud.sh weigher on``, the package's two
-  lines in ``[filter_scheduler]``), nph-compute1's summary in its
-  compute node's stats says the guest would be one-to-one there, and
-  nph-compute2's that a guest would lose it: the guest goes to
-  nph-compute1, bound to its free CPU alone, and every guest keeps a
-  CPU of its own.
+  lines in ``[filter_scheduler]``), nph-compute1's summary in its compute
+  node's stats says the guest there would take one-to-one from the guest
+  it has, nph-compute2's that the guest would be one-to-one there: the
+  guest goes to nph-compute2, bound to CPU 0 alone, and every guest
+  keeps a CPU of its own.
 
-Both read in /proc. The package is on in both runs (only the scheduler
-changes); ``weigher off`` brings back nova's choice, the test's proof
-that the weigher made the difference.
+nova's IoOpsWeigher (multiplier -1) counts the builds in progress on a
+host as its compute last saved them (``io_workload`` in the node's
+stats: a build counts from its claim until the compute's next periodic
+audit, up to 60 s later; the API's ``current_workload`` stays 0), plus
+those the scheduler placed itself since. A host that has just built a
+guest weighs up to 1.0 less meanwhile, more than the CPU weigher's
+difference. So the second guest is booted only once nova's database
+shows no build in progress on either compute (the scheduler's input,
+read with the ``mysql`` client) and by a scheduler started after that
+(``weigher on|off`` restarts it): nova's choice then depends on the
+hosts, not on when the audits ran.
+
+Both outcomes are read in /proc. The package is on in both runs (only
+the scheduler changes); ``weigher off`` brings back nova's choice, the
+test's proof that the weigher made the difference.
 """
+
+import subprocess
+import time
 
 from tests.cloud import base
 from tests.cloud import test_lifecycle
 
-BIG = ('nph.big', 1, 1024, 8)  # name, vCPUs, MiB, GiB
+AUDIT_WAIT = 150  # s: nova's periodic audit runs every 60 s
+# The cloud's database (tools/cloud.sh), read only for the wait above.
+DB = ('mysql', '-h127.0.0.1', '-unph', '-pnph-cloud-secret', 'nova_cell1',
+      '-N', '-B', '-e')
+IO_OPS = ("SELECT hypervisor_hostname, "
+          "COALESCE(JSON_VALUE(stats, '$.io_workload'), 0) "
+          "FROM compute_nodes WHERE deleted = 0")
 
 
 class TestOneToOneWeigher(base.CloudTestCase):
@@ -41,59 +65,67 @@ class TestOneToOneWeigher(base.CloudTestCase):
     def weigher(state):
         base.cloud('weigher', state)
 
-    def big_flavor(self):
-        name, vcpus, ram, disk = BIG
-        flavor = self.admin.compute.find_flavor(name)
-        if flavor is None:
-            flavor = self.admin.compute.create_flavor(
-                name=name, vcpus=vcpus, ram=ram, disk=disk)
-        self.ids['flavors'][name] = flavor.id
-        return name
-
     def reported(self, host):
         """The summary line ``nova-pinning status`` shows for ``host``."""
         return test_lifecycle.status_json(host).get('scheduler_summary')
 
-    def third_guest(self):
-        """A on nph-compute1, B on nph-compute2 (both placed by the
-        admin), then C placed by nova's scheduler: C's host and every
-        guest's vCPU threads."""
-        big = self.big_flavor()
-        a = self.boot('w-a', flavor=big, host='nph-compute1')
-        b = self.boot('w-b', host='nph-compute2')
+    @staticmethod
+    def io_ops():
+        """{compute node: the builds it counts in progress} in nova's
+        database."""
+        out = subprocess.run(DB + (IO_OPS,), capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        return {name: int(n) for name, n in
+                (line.split('\t') for line in out.splitlines() if line)}
+
+    def wait_audited(self):
+        """Until no compute counts a build in progress (its audit ran)."""
+        deadline = time.monotonic() + AUDIT_WAIT
+        while True:
+            seen = self.io_ops()
+            if len(seen) == 2 and not any(seen.values()):
+                return seen
+            if time.monotonic() > deadline:
+                self.fail('builds still counted in progress after %d s: %s'
+                          % (AUDIT_WAIT, seen))
+            time.sleep(2)
+
+    def second_guest(self, weigher):
+        """A (2 vCPUs) on nph-compute1 placed by the admin, then C
+        (1 vCPU) placed by nova's scheduler with the weigher on or off:
+        C's host and every guest's vCPU threads."""
+        a = self.boot('w-a', flavor='nph.2', host='nph-compute1')
         self.assert_pinned()
+        self.wait_audited()
+        self.weigher(weigher)
         c = self.boot('w-c')
         self.assert_no_fault(c)
         c = self.get(c)
         self.assert_pinned()
         view = self.kernel_view()
-        return c.compute_host, {s.id: view[s.id][2] for s in (a, b, c)}, \
-            (a, b, c)
+        return c.compute_host, {s.id: view[s.id][2] for s in (a, c)}, (a, c)
 
     def test_the_weigher_sends_the_guest_where_it_is_one_to_one(self):
-        self.weigher('on')
-        host, threads, (a, b, c) = self.third_guest()
+        host, threads, (a, c) = self.second_guest('on')
         seen = (host, threads, self.reported('nph-compute1'),
                 self.reported('nph-compute2'))
-        self.assertEqual('nph-compute1', host, seen)
-        # C alone on nph-compute1's free CPU, A on the other; B keeps
-        # nph-compute2's CPU 0 to itself.
+        self.assertEqual('nph-compute2', host, seen)
+        # C alone on nph-compute2's pool, CPU 0; A keeps one CPU of
+        # nph-compute1 for each of its vCPUs.
+        self.assertEqual({0: frozenset({0})}, threads[c.id], seen)
         self.assertEqual({frozenset({0}), frozenset({1})},
-                         {threads[a.id][0], threads[c.id][0]}, seen)
-        self.assertEqual({0: frozenset({0})}, threads[b.id], seen)
+                         set(threads[a.id].values()), seen)
         self.assert_no_compute_error()
 
     def test_without_it_nova_shares_the_full_host(self):
-        self.weigher('off')
-        host, threads, (a, b, c) = self.third_guest()
+        host, threads, (a, c) = self.second_guest('off')
         seen = (host, threads)
-        self.assertEqual('nph-compute2', host, seen)
-        # B and C share nph-compute2's pool, CPU 0 (node range); A alone
-        # on nph-compute1 is one-to-one.
-        self.assertEqual({0: frozenset({0})}, threads[b.id], seen)
-        self.assertEqual({0: frozenset({0})}, threads[c.id], seen)
-        self.assertEqual(1, len(threads[a.id][0]), seen)
-        status = test_lifecycle.status_json('nph-compute2')
+        self.assertEqual('nph-compute1', host, seen)
+        # A and C share nph-compute1's pool, CPUs 0-1 (node range).
+        both = frozenset({0, 1})
+        self.assertEqual({0: both, 1: both}, threads[a.id], seen)
+        self.assertEqual({0: both}, threads[c.id], seen)
+        status = test_lifecycle.status_json('nph-compute1')
         modes = {g['mode'] for g in status['guests']}
         self.assertEqual({'node-range'}, modes, status)
         self.assert_no_compute_error()

@@ -108,7 +108,7 @@ class Sampler(threading.Thread):
         self.pools = pools
         self.interval = interval
         self.state = state
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.flavors = {}
         self.samples = 0
         self.unpinned = {}  # (host, instance) -> seconds
@@ -121,7 +121,7 @@ class Sampler(threading.Thread):
         self.errors = []
 
     def stop(self):
-        self._stop.set()
+        self._halt.set()
         self.join(30)
 
     def sample(self, now):
@@ -166,13 +166,13 @@ class Sampler(threading.Thread):
                                         now - start)
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             now = time.monotonic()
             try:
                 self.sample(now)
             except Exception as exc:  # a guest gone between two reads
                 self.errors.append(repr(exc))
-            self._stop.wait(max(0.0, self.interval -
+            self._halt.wait(max(0.0, self.interval -
                                 (time.monotonic() - now)))
         now = time.monotonic()
         for key, start in self._since.items():

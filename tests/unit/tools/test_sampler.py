@@ -72,3 +72,21 @@ class TestWrong(testtools.TestCase):
             s._count(t, view, sampler.wrong(view, FLAVORS, POOLS))
         self.assertEqual(1.5, s.report()[0])   # b twice, a once
         self.assertEqual(0.5, s.beyond())      # a, long after b started
+
+
+class TestThread(testtools.TestCase):
+
+    def test_started_and_stopped_as_a_thread(self):
+        # A Thread subclass that names an attribute _stop breaks join()
+        # (threading calls self._stop() inside it): every day-two
+        # scenario failed so, "'Event' object is not callable".
+        samples = []
+        s = sampler.Sampler(lambda name: ('nph.1', 1), POOLS, interval=0.01)
+        self.useFixture(fixtures.MockPatchObject(
+            s, 'sample', side_effect=samples.append))
+        s.start()
+        while not samples:
+            s.join(0.01)
+        s.stop()
+        self.assertFalse(s.is_alive())
+        self.assertEqual([], s.errors)

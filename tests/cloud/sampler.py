@@ -109,6 +109,7 @@ class Sampler(threading.Thread):
         self.interval = interval
         self.state = state
         self._halt = threading.Event()
+        self._first = threading.Event()  # the first sample is taken
         self.flavors = {}
         self.samples = 0
         self.unpinned = {}  # (host, instance) -> seconds
@@ -119,6 +120,17 @@ class Sampler(threading.Thread):
         self._guests = {}   # host -> its running instances, last sample
         self._changed = {}  # host -> when its set of guests last changed
         self.errors = []
+        self.first_beyond = []  # (s since start, host, instance, threads)
+        self._start = None
+
+    def start(self):
+        """Starts sampling and returns after the first sample: the
+        baseline every change is measured from is taken before the
+        event (a host's guests killed while the first sample was still
+        to come made the survivors count as unpinned with no change
+        seen)."""
+        super().start()
+        self._first.wait(30)
 
     def stop(self):
         self._halt.set()
@@ -139,8 +151,16 @@ class Sampler(threading.Thread):
                         self.errors.append('%s: %s' % (instance, exc))
                         continue
                 host_guests[host][instance] = threads
-        self._count(now, host_guests,
-                    wrong(host_guests, self.flavors, self.pools))
+        bad = wrong(host_guests, self.flavors, self.pools)
+        self._count(now, host_guests, bad)
+        for host, instance in sorted(bad):
+            if (host, instance) in self.beyond_pass and \
+                    len(self.first_beyond) < 10:
+                self.first_beyond.append((
+                    round(now - (self._start or now), 1), host, instance,
+                    {v: sorted(c) for v, c in
+                     host_guests[host][instance].items()},
+                    sorted(host_guests[host])))
 
     def _count(self, now, host_guests, bad):
         """Count one sample: ``bad``, the guests not where the policy
@@ -166,12 +186,14 @@ class Sampler(threading.Thread):
                                         now - start)
 
     def run(self):
+        self._start = time.monotonic()
         while not self._halt.is_set():
             now = time.monotonic()
             try:
                 self.sample(now)
             except Exception as exc:  # a guest gone between two reads
                 self.errors.append(repr(exc))
+            self._first.set()
             self._halt.wait(max(0.0, self.interval -
                                 (time.monotonic() - now)))
         now = time.monotonic()

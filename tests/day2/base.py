@@ -121,7 +121,8 @@ class DayTwoCase(base.CloudTestCase):
                     time.monotonic() - started, 1),
                 'per_guest': {'%s/%s' % k: v for k, v in per_guest.items()},
                 'nova_compute_before': before, 'nova_compute_after': after,
-                'sampler_errors': s.errors[:5]}
+                'sampler_errors': s.errors[:5],
+                'first_beyond': s.first_beyond}
 
     def record(self, scenario, **figures):
         figures.update(scenario=scenario, package=base.package_state(),

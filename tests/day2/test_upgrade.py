@@ -25,10 +25,15 @@ from tests.day2 import base
 RELEASE_1_0_0 = '8f6371f'  # "Merge branch 'release-1.0'" (setup.cfg 1.0.0)
 
 
-def wheel(source, out):
+def wheel(source, out, version=None):
+    """The package's wheel built from ``source``; ``version`` for a tree
+    without git's history (pbr reads the version from git otherwise)."""
+    env = dict(os.environ)
+    if version:
+        env['PBR_VERSION'] = version
     subprocess.run(['python3', '-m', 'pip', 'wheel', '--no-deps', '-q',
                     '-w', out, source], check=True, timeout=600,
-                   capture_output=True)
+                   capture_output=True, env=env)
     return glob.glob(os.path.join(out, 'nova_pinning_hooks-*.whl'))[0]
 
 
@@ -45,7 +50,7 @@ class TestUpgradeAndRollback(base.DayTwoCase):
             check=True, timeout=120, capture_output=True).stdout
         subprocess.run(['tar', '-x', '-C', src], input=archive, check=True,
                        timeout=120)
-        cls.old = wheel(src, os.path.join(cls.tmp, 'old'))
+        cls.old = wheel(src, os.path.join(cls.tmp, 'old'), version='1.0.0')
         cls.new = wheel(cloud_base.TOP, os.path.join(cls.tmp, 'new'))
 
     def setUp(self):

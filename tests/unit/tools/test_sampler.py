@@ -1,6 +1,8 @@
 """tests/cloud/sampler.py's verdict on one sample: which guests run where
 the policy does not say (the cloud's hosts: one node each)."""
 
+import time
+
 import fixtures
 import testtools
 
@@ -80,13 +82,20 @@ class TestThread(testtools.TestCase):
         # A Thread subclass that names an attribute _stop breaks join()
         # (threading calls self._stop() inside it): every day-two
         # scenario failed so, "'Event' object is not callable".
+        # start() returns once the first sample is taken: the baseline
+        # comes before the event (else a guest killed with its host
+        # before the first sample left the others counted beyond a pass).
         samples = []
+
+        def sample(now):
+            time.sleep(0.2)
+            samples.append(now)
+
         s = sampler.Sampler(lambda name: ('nph.1', 1), POOLS, interval=0.01)
         self.useFixture(fixtures.MockPatchObject(
-            s, 'sample', side_effect=samples.append))
+            s, 'sample', side_effect=sample))
         s.start()
-        while not samples:
-            s.join(0.01)
+        self.assertEqual(1, len(samples))
         s.stop()
         self.assertFalse(s.is_alive())
         self.assertEqual([], s.errors)

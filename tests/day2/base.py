@@ -47,12 +47,34 @@ def compute_pid(n):
             ['podman', 'inspect', '-f', '{{.State.Pid}}',
              base.KOLLA_PREFIX + 'nova_compute'], capture_output=True,
             text=True, timeout=30, check=False).stdout.strip()
-        return int(out) if out.isdigit() and out != '0' else None
+        if not out.isdigit() or out == '0':
+            return None
+        return nova_compute_below(int(out))
     try:
         with open('/run/nph-cloud/nova-compute%d.pid' % n) as f:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def nova_compute_below(pid, depth=3):
+    """The nova-compute process at or below ``pid`` (kolla's container
+    runs it under dumb-init), or None."""
+    try:
+        with open('/proc/%d/comm' % pid) as f:
+            init = f.read().strip() == 'dumb-init'
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            if not init and b'nova-compute' in f.read():
+                return pid
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+            children = [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return None
+    for child in children if depth else ():
+        found = nova_compute_below(child, depth - 1)
+        if found:
+            return found
+    return None
 
 
 def threads_and_memory(pid):

@@ -51,21 +51,53 @@ class TestControlPlaneFaults(base.DayTwoCase):
         return {k[len(cloud_base.PREFIX):]: v.status
                 for k, v in states.items()}, restarted
 
+    def package_errors(self):
+        """ERROR lines of the package's own in the nova-computes' logs
+        since the case began (nova's own, such as its DBConnectionError
+        or AMQP reconnects during the fault, are the fault's, on and
+        off alike)."""
+        return [line for line in cloud_base.compute_log_errors(self.sizes)
+                if 'nova_pinning' in line or 'nova-pinning' in line]
+
+    def faults(self, servers):
+        """{name: the fault nova recorded for a server in ERROR}."""
+        out = {}
+        for s in servers:
+            s = self.admin.compute.get_server(s.id)
+            if s.status == 'ERROR':
+                out[s.name[len(cloud_base.PREFIX):]] = (
+                    s.fault or {}).get('message', '')[:200]
+        return out
+
     def run_case(self, what, fault):
-        outcomes = {}
+        """The fault during a burst, package on then off; each arm's
+        figures recorded before anything is asserted."""
+        outcomes, results = {}, {}
         for package in ('on', 'off'):
             self.package(package)
             self.delete_all()
             self.fleet()
-            figures = self.sample(
-                lambda p=package: outcomes.__setitem__(
-                    p, self.finish(fault(self))))
-            result = self.record(what, during_burst=outcomes[package][0],
-                                 restarted=outcomes[package][1], **figures)
-            if package == 'on':
-                self.assertEqual(0.0, result['beyond_one_pass'], result)
-                self.assert_no_compute_error()
-        return outcomes
+            burst = []
+
+            def event(p=package, burst=burst):
+                burst.extend(fault(self))
+                outcomes[p] = self.finish(burst)
+            figures = self.sample(event)
+            results[package] = self.record(
+                what, during_burst=outcomes[package][0],
+                restarted=outcomes[package][1], faults=self.faults(burst),
+                package_errors=self.package_errors(), **figures)
+        on = results['on']
+        self.assertEqual(0.0, on['beyond_one_pass'], on)
+        self.assertEqual([], on['package_errors'], on)
+        return outcomes, results
+
+    def same_outcome(self, outcomes, results):
+        """The burst's servers end the same way on and off, and those in
+        ERROR for the same reason (nova's fault message)."""
+        self.assertEqual(outcomes['off'][0], outcomes['on'][0], results)
+        self.assertEqual(results['off']['faults'], results['on']['faults'],
+                         results)
 
     def test_rabbitmq_stopped(self):
         def fault(case):
@@ -75,7 +107,7 @@ class TestControlPlaneFaults(base.DayTwoCase):
             time.sleep(OUTAGE)
             cloud_base.cloud('control', 'start', 'rabbitmq')
             return servers
-        outcomes = self.run_case('RabbitMQ stopped 60 s', fault)
+        outcomes, _ = self.run_case('RabbitMQ stopped 60 s', fault)
         # nova's own hang may strike on or off (recorded, not compared);
         # once restarted, every server of ours comes up.
         for package, (states, _) in outcomes.items():
@@ -89,8 +121,8 @@ class TestControlPlaneFaults(base.DayTwoCase):
             time.sleep(OUTAGE)
             cloud_base.cloud('control', 'start', 'mariadb')
             return servers
-        outcomes = self.run_case('MariaDB stopped 60 s', fault)
-        self.assertEqual(outcomes['off'][0], outcomes['on'][0], outcomes)
+        outcomes, results = self.run_case('MariaDB stopped 60 s', fault)
+        self.same_outcome(outcomes, results)
 
     def test_nova_compute_killed_mid_boot(self):
         def fault(case):
@@ -104,5 +136,6 @@ class TestControlPlaneFaults(base.DayTwoCase):
                 time.sleep(0.5)
             cloud_base.cloud('restart-compute', '1', '--kill')
             return servers
-        outcomes = self.run_case('nova-compute killed mid-boot', fault)
-        self.assertEqual(outcomes['off'][0], outcomes['on'][0], outcomes)
+        outcomes, results = self.run_case('nova-compute killed mid-boot',
+                                          fault)
+        self.same_outcome(outcomes, results)

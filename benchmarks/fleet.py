@@ -80,6 +80,7 @@ from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
 from nova_pinning_hooks.engine import policy  # noqa: E402
 from nova_pinning_hooks.engine import summary as summary_mod  # noqa: E402
 from nova_pinning_hooks.engine import topology  # noqa: E402
+from tests import passmodel  # noqa: E402
 from tests.unit import hosts as host_xml  # noqa: E402
 
 RATIO = 4.0
@@ -90,7 +91,6 @@ RESERVED_MB = 512
 GIB_KIB = 1024 * 1024
 LOADS = (0.5, 0.8, 1.0, 1.3, 2.0)
 WAYS = ('default', 'packing', 'weigher')
-SHARED = (plan_mod.CROSS_NODE_RANGE, plan_mod.HOST_RANGE)
 
 
 def topo(nodes, cores, threads, node_gib):
@@ -151,30 +151,10 @@ class Host:
         self.replan()
 
     def replan(self):
-        """A pass: plan, write the pins; a new guest's memory lands where
-        its vCPUs run; planned again when that made it cross-node."""
-        again = True
-        while again:
-            again = False
-            p = policy.make_plan(self.topo, list(self.guests.values()),
-                                 self.options)
-            for gp in p.guests:
-                g = self.guests[gp.uuid]
-                change = {}
-                if gp.vcpu_pins != g.vcpu_pins:
-                    change['vcpu_pins'] = gp.vcpu_pins
-                if not g.memory_by_node_kib:
-                    if gp.mode in SHARED or gp.home_node is None:
-                        share = g.memory_kib // len(self.pool_nodes)
-                        change['memory_by_node_kib'] = dict.fromkeys(
-                            self.pool_nodes, share)
-                        again = again or len(self.pool_nodes) > 1
-                    else:
-                        change['memory_by_node_kib'] = {
-                            gp.home_node: g.memory_kib}
-                if change:
-                    self.guests[gp.uuid] = g._replace(**change)
-        self.plan = p
+        """A pass (``tests/passmodel.py``): plan, write the pins; a new
+        guest's memory lands where its vCPUs run."""
+        p = self.plan = passmodel.replan(self.topo, self.guests,
+                                         self.options, self.pool_nodes)
         self.one_to_one = sum(len(gp.vcpu_pins) for gp in p.guests
                               if gp.mode == plan_mod.DEDICATED)
 

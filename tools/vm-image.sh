@@ -54,7 +54,7 @@ packages=(
     python3-stevedore python3-pbr python3-prometheus-client python3-jeepney
     python3-pip python3-setuptools python3-wheel
     procps numactl e2fsprogs util-linux
-    irqbalance
+    irqbalance dbus-broker
 )
 
 # One build at a time per image: a second run waits, then finds it made.
@@ -118,6 +118,20 @@ rm -f "$root/etc/libvirt/qemu/networks/autostart/default.xml"
 # the interrupt tests (tests/vm/test_interrupts.py) start and stop it, so
 # that they show both, and other tests see interrupts stay put.
 chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true
+# dbus-broker (the system bus of Fedora, RHEL, CentOS Stream, Rocky and
+# Alma, i.e. of kolla-ansible's other host distributions) is installed
+# but not the system bus: Debian's package enables it at install time
+# (dbus.service, an alias of dbus-broker.service), and Debian 12's
+# default bus is dbus-daemon, which the other tests see.
+# tests/vm/test_forged_replies.py enables it and reboots, then disables
+# it and reboots again.
+chroot "$root" systemctl disable dbus-broker.service >/dev/null 2>&1 || true
+chroot "$root" systemctl --global disable dbus-broker.service \
+    >/dev/null 2>&1 || true
+if [ -e "$root/etc/systemd/system/dbus.service" ]; then
+    echo "vm-image.sh: dbus.service is still an alias of dbus-broker" >&2
+    exit 1
+fi
 # The guest agent is how the tests reach the VM (no network, no serial
 # console once getty owns it).
 chroot "$root" systemctl enable qemu-guest-agent.service >/dev/null 2>&1 || true

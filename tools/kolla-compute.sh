@@ -86,8 +86,12 @@ if [ "$cmd" = stop ] && [ "${1:-}" = compute ]; then
     exit 0
 fi
 if [ "$cmd" = stop ]; then
-    # Guests outlive nova_libvirt in kolla (libvirt moves each qemu to
-    # its own cgroup): destroy them first, so none is left behind.
+    # Guests can outlive nova_libvirt (libvirt moves each qemu into
+    # cgroups of its own, /machine/..., in the controllers it manages;
+    # on this cgroup v1 host without systemd it leaves qemu in the
+    # container's pids and name=systemd cgroups, so podman's stop kills
+    # it here: tests/day2, doc/source/nova.rst "Day two"): destroy them
+    # first, so none is left behind either way.
     if podman container exists "$libvirt_name" 2>/dev/null; then
         for dom in $(timeout 10 virsh -q -c "$uri" list --name 2>/dev/null); do
             timeout 10 virsh -q -c "$uri" destroy "$dom" >/dev/null 2>&1 || true

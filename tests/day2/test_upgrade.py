@@ -81,16 +81,39 @@ class TestUpgradeAndRollback(base.DayTwoCase):
             self.wait_status(s, 'ACTIVE', timeout=300)
         self.assert_pinned(timeout=120)
 
+    # 1.0.0 opens libvirt without credentials: against a libvirtd that
+    # asks for SASL (kolla-ansible's default, libvirt_enable_sasl, and
+    # this cloud's nova_libvirt since issue 40's L-4) its passes fail
+    # in kolla's nova_compute while it runs there. Expected of 1.0.0
+    # (release note: rolling back to it on such a host), nothing else.
+    SASL_1_0_0 = ('nova_pinning_hooks.passes.reconciler',
+                  'rebinding pass failed', 'SASL(-4): no mechanism available')
+
+    def step_errors(self, sizes, old_in_kolla):
+        """The nova-computes' ERRORs since ``sizes``: (unexpected, the
+        1.0.0 SASL failures)."""
+        errors = cloud_base.compute_log_errors(sizes)
+        sasl = [e for e in errors if old_in_kolla and
+                all(part in e for part in self.SASL_1_0_0)]
+        return [e for e in errors if e not in sasl], sasl
+
     def test_from_1_0_0_and_back(self):
+        kolla = cloud_base._state('compute2-layout') == 'kolla'
         self.install(self.old)
         servers = self.fleet()
         for step, whl in (('upgrade 1.0.0 -> this', self.new),
                           ('rollback this -> 1.0.0', self.old),
                           ('upgrade 1.0.0 -> this again', self.new)):
+            sizes = cloud_base.log_sizes()
             figures = self.sample(lambda w=whl: self.install(w),
                                   settle=lambda: self.settled(servers))
-            result = self.record('package %s' % step, **figures)
+            # The old release ran before an upgrade's restart and after
+            # a rollback's.
+            unexpected, sasl = self.step_errors(sizes, kolla)
+            result = self.record('package %s' % step,
+                                 errors=unexpected[:5],
+                                 sasl_failures_of_1_0_0=len(sasl), **figures)
             self.assertEqual(0.0, result['beyond_one_pass'], result)
             self.assertEqual({'ACTIVE'}, set(result['outcome'].values()),
                              result)
-        self.assert_no_compute_error()
+            self.assertEqual([], unexpected, result)

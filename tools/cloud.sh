@@ -841,11 +841,19 @@ compute_series() {  # N SERIES
     # upgrade has the compute on the older release from before the
     # control plane moved: its service record says so, as set here
     # (the cloud was built on one release).
-    local v
+    # nova-conductor and nova-scheduler keep the minimum versions they
+    # read (a cache, and the compute RPC pin of [upgrade_levels]
+    # compute = auto): restarted, as after a control plane's upgrade.
+    local v cur
     v=$("$(compute_venv "$n")/bin/python" -c \
         'from nova.objects import service; print(service.SERVICE_VERSION)') \
         || die "cannot read nova $s's service version"
-    sql "UPDATE nova_cell1.services SET version = $v WHERE host = 'nph-compute$n' AND \`binary\` = 'nova-compute' AND deleted = 0 AND version > $v"
+    cur=$(mariadb --socket="$SOCK" -u root -N -e "SELECT version FROM nova_cell1.services WHERE host = 'nph-compute$n' AND \`binary\` = 'nova-compute' AND deleted = 0")
+    if [ -n "$cur" ] && [ "$cur" -gt "$v" ]; then
+        sql "UPDATE nova_cell1.services SET version = $v WHERE host = 'nph-compute$n' AND \`binary\` = 'nova-compute' AND deleted = 0"
+        stop_proc nova-conductor
+        restart_scheduler
+    fi
     start_libvirtd "$n"
     start_compute "$n"
     wait_computes

@@ -156,9 +156,18 @@ def kolla_nova_pinning_argv():
     return argv
 
 
+class CloudCommandFailed(Exception):
+    """``tools/cloud.sh`` exited non-zero; its last words in the text."""
+
+
 def cloud(*args, timeout=300):
-    return subprocess.run([CLOUD] + list(args), capture_output=True,
-                          text=True, timeout=timeout, check=True).stdout
+    proc = subprocess.run([CLOUD] + list(args), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise CloudCommandFailed('cloud.sh %s: exit %d: %s' % (
+            ' '.join(args), proc.returncode,
+            (proc.stderr.strip() or proc.stdout.strip())[-800:]))
+    return proc.stdout
 
 
 def _state(name):

@@ -73,8 +73,13 @@ class TestUpgradeAndRollback(base.DayTwoCase):
         env = dict(os.environ)
         if cloud_base._state('compute2-layout') == 'kolla':
             env['NPH_KOLLA_WHEEL'] = whl
-        subprocess.run([cloud_base.CLOUD, 'restart-compute', '2'], env=env,
-                       check=True, timeout=1800, capture_output=True)
+        proc = subprocess.run([cloud_base.CLOUD, 'restart-compute', '2'],
+                              env=env, timeout=1800, capture_output=True,
+                              text=True, check=False)
+        if proc.returncode != 0:
+            raise cloud_base.CloudCommandFailed(
+                'cloud.sh restart-compute 2: exit %d: %s' % (
+                    proc.returncode, proc.stderr.strip()[-800:]))
 
     def settled(self, servers):
         for s in servers:

@@ -22,7 +22,7 @@
 #                                   # against it, package on and off
 #   tools/run-tests.sh day2         # restarts, reboots and control-plane
 #                                   # faults under running guests, in the
-#                                   # cloud (tests/day2; about an hour, not
+#                                   # cloud (tests/day2; about 40 min, not
 #                                   # in the default run: before a release)
 #
 # By default it ends with the cloud: tools/cloud.sh up, tests/cloud, and

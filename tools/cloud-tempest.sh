@@ -52,7 +52,7 @@ run_one() {  # on|off
     rm -rf "$ws"
     mkdir -p "$STATE/tempest"
     # tempest remembers workspaces by name (~/.tempest): forget the last.
-    "$venv/bin/tempest" workspace remove --name "$set_-$mode" >/dev/null 2>&1 || true
+    "$venv/bin/tempest" workspace remove --name "$set_-$mode" >/dev/null 2>&1 || true  # none yet
     "$venv/bin/tempest" init --name "$set_-$mode" "$ws" > "$STATE/tempest/init-$set_-$mode.log" 2>&1 \
         || { echo "cloud-tempest.sh: tempest init failed" >&2; return 1; }
     cat > "$ws/etc/tempest.conf" <<EOF
@@ -127,7 +127,7 @@ EOF
         --exclude-list "$top/tools/tempest-exclude.txt" \
         --subunit > "$ws/run.subunit") || rc=$?
     "$venv/bin/subunit2pyunit" --no-passthrough < "$ws/run.subunit" \
-        > "$ws/results.txt" 2>&1 || true
+        > "$ws/results.txt" 2>&1 || true  # failures: counted below
     "$venv/bin/python" - "$ws/run.subunit" "$mode" "$(( $(date +%s) - start ))" <<'PY'
 import sys
 import subunit, testtools

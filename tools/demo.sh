@@ -37,7 +37,7 @@ if [ ! -x "$venv/bin/nova-pinning" ] ||
     echo "installing nova-pinning-hooks[libvirt] into $venv"
     [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
     if ! { "$venv/bin/pip" install -q --upgrade pip &&
-           "$venv/bin/pip" install -q -e "$top[libvirt]"; } >"$venv.log" 2>&1; then
+           "$venv/bin/pip" install -q -e "${top}[libvirt]"; } >"$venv.log" 2>&1; then
         cat "$venv.log" >&2
         echo "demo.sh: installing nova-pinning-hooks[libvirt] into $venv failed (pip's log above)" >&2
         exit 1
@@ -60,12 +60,12 @@ guests=(nph-demo-1 nph-demo-2 nph-demo-3)
 daemon_pid=
 cleanup() {
     if [ -n "$daemon_pid" ]; then
-        "$npi" --config-file "$work/isolate.conf" undo >/dev/null 2>&1 || true
-        kill "$daemon_pid" 2>/dev/null || true
+        "$npi" --config-file "$work/isolate.conf" undo >/dev/null 2>&1 || true  # nothing to undo
+        kill "$daemon_pid" 2>/dev/null || true  # it ended
     fi
     if [ "$keep" = 0 ]; then
         for g in "${guests[@]}"; do
-            virsh -q -c qemu:///system destroy "$g" >/dev/null 2>&1 || true
+            virsh -q -c qemu:///system destroy "$g" >/dev/null 2>&1 || true  # not running
         done
     fi
     rm -rf "$work"
@@ -83,7 +83,7 @@ boot() {
   <devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices>
 </domain>
 XML
-    virsh -q -c qemu:///system destroy "$name" >/dev/null 2>&1 || true
+    virsh -q -c qemu:///system destroy "$name" >/dev/null 2>&1 || true  # not running
     virsh -q -c qemu:///system create "$work/$name.xml"
     echo "booted $name ($virt_type guest, 1 vCPU, 64 MiB, no disk)"
 }

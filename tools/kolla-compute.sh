@@ -53,6 +53,9 @@
 # The isolation agent confines the host's own processes: never start it
 # on a machine shared with other work.
 set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tools/lib/common.sh
+. "$top/tools/lib/common.sh"
 
 cmd=${1:-}
 dir=${2:-}
@@ -60,12 +63,8 @@ if [ -z "$dir" ] || { [ "$cmd" != start ] && [ "$cmd" != stop ] && [ "$cmd" != u
     echo "usage: tools/kolla-compute.sh start DIR [compute] [agent] [isolate] | stop DIR [compute] | undo DIR" >&2
     exit 2
 fi
-if [ "$(id -u)" != 0 ]; then
-    echo "kolla-compute.sh: run me as root" >&2
-    exit 2
-fi
+need_root
 shift 2
-top=$(cd "$(dirname "$0")/.." && pwd)
 port=${NPH_KOLLA_LIBVIRT_PORT:-16530}
 addr=${NPH_KOLLA_LIBVIRT_ADDR:-127.0.0.1}
 uri="qemu+tcp://$addr:$port/system"
@@ -82,7 +81,7 @@ fi
 
 if [ "$cmd" = stop ] && [ "${1:-}" = compute ]; then
     # nova-compute alone (its restart): the guests and libvirtd stay.
-    podman rm -f -t 5 "$compute_name" >/dev/null 2>&1 || true
+    podman rm -f -t 5 "$compute_name" >/dev/null 2>&1 || true  # none: stopped
     exit 0
 fi
 if [ "$cmd" = stop ]; then
@@ -94,11 +93,11 @@ if [ "$cmd" = stop ]; then
     # first, so none is left behind either way.
     if podman container exists "$libvirt_name" 2>/dev/null; then
         for dom in $(timeout 10 virsh -q -c "$uri" list --name 2>/dev/null); do
-            timeout 10 virsh -q -c "$uri" destroy "$dom" >/dev/null 2>&1 || true
+            timeout 10 virsh -q -c "$uri" destroy "$dom" >/dev/null 2>&1 || true  # ended meanwhile
         done
     fi
     for name in "$isolate_name" "$agent_name" "$compute_name" "$libvirt_name"; do
-        podman rm -f -t 5 "$name" >/dev/null 2>&1 || true
+        podman rm -f -t 5 "$name" >/dev/null 2>&1 || true  # none: stopped
     done
     exit 0
 fi
@@ -106,8 +105,7 @@ fi
 for want in "$@"; do
     case "$want" in
         compute|agent|isolate) ;;
-        *) echo "kolla-compute.sh: unknown container $want (compute, agent or isolate)" >&2
-           exit 2 ;;
+        *) die "unknown container $want (compute, agent or isolate)" ;;
     esac
 done
 
@@ -252,8 +250,8 @@ agent_opts=("${least[@]}" --pid host --cgroupns host
             --user root)
 
 if [ "$cmd" = undo ]; then
-    podman stop -t 10 "$isolate_name" >/dev/null 2>&1 || true
-    podman rm -f "$isolate_name" >/dev/null 2>&1 || true
+    podman stop -t 10 "$isolate_name" >/dev/null 2>&1 || true  # not running
+    podman rm -f "$isolate_name" >/dev/null 2>&1 || true  # none
     podman run --rm --name "${isolate_name}_undo" "${isolate_opts[@]}" \
         "$compute_image" \
         /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$isolate_conf" undo
@@ -272,8 +270,8 @@ running() {
 # /run/nova, /run/openvswitch, each :shared, from the host's /run): here
 # they are parts of DIR/run, which is mounted whole.
 if ! running "$libvirt_name"; then
-    podman rm -f "$libvirt_name" >/dev/null 2>&1 || true
-    # shellcheck disable=SC2086
+    podman rm -f "$libvirt_name" >/dev/null 2>&1 || true  # a stopped one: none
+    # shellcheck disable=SC2086  # the caller's options: words, split
     podman run -d --name "$libvirt_name" ${NPH_KOLLA_LIBVIRT_OPTS:-} \
         --privileged --pid host --cgroupns host --network host \
         -v "$dir/config/libvirtd.conf:/etc/libvirt/libvirtd.conf:ro" \
@@ -299,10 +297,11 @@ if ! printf '%s' "$sasl_password" | podman exec -i "$libvirt_name" \
     exit 1
 fi
 # libvirtd answers within a second or two of its start.
+# shellcheck disable=SC2016  # the inner bash expands $1
 if ! timeout 30 bash -c 'until virsh -q -c "$1" version >/dev/null 2>&1; do
                              sleep 0.2; done' answer "$uri"; then
     echo "kolla-compute.sh: $libvirt_name does not answer on $uri" >&2
-    podman logs --tail 20 "$libvirt_name" >&2 || true
+    try "podman logs $libvirt_name" podman logs --tail 20 "$libvirt_name" >&2
     exit 1
 fi
 
@@ -316,8 +315,8 @@ for want in "$@"; do
         # nova_instance_datadir_volume are the named volumes libvirtd and
         # nova_compute when libvirt runs in a container).
         running "$compute_name" && continue
-        podman rm -f "$compute_name" >/dev/null 2>&1 || true
-        # shellcheck disable=SC2086
+        podman rm -f "$compute_name" >/dev/null 2>&1 || true  # a stopped one: none
+        # shellcheck disable=SC2086  # the caller's options and command: words, split
         podman run -d --name "$compute_name" ${NPH_KOLLA_COMPUTE_OPTS:-} \
             --privileged --ipc host --network host \
             -e LIBGUESTFS_BACKEND=direct \
@@ -334,7 +333,7 @@ for want in "$@"; do
     agent)
         # deploy.rst's binding agent container (agent_opts above).
         running "$agent_name" && continue
-        podman rm -f "$agent_name" >/dev/null 2>&1 || true
+        podman rm -f "$agent_name" >/dev/null 2>&1 || true  # a stopped one: none
         podman run -d --name "$agent_name" "${agent_opts[@]}" \
             "$compute_image" \
             /var/lib/kolla/venv/bin/nova-pinning --config-file "$conf" agent \
@@ -342,7 +341,7 @@ for want in "$@"; do
         ;;
     isolate)
         running "$isolate_name" && continue
-        podman rm -f "$isolate_name" >/dev/null 2>&1 || true
+        podman rm -f "$isolate_name" >/dev/null 2>&1 || true  # a stopped one: none
         podman run -d --name "$isolate_name" "${isolate_opts[@]}" \
             "$compute_image" \
             /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$isolate_conf" watch \

@@ -24,16 +24,18 @@
 set -euo pipefail
 # A stage that fails inside $(...) stops the build.
 shopt -s inherit_errexit
+top=$(cd "$(dirname "$0")/.." && pwd)
+# Its stdout is for the images' names (below): it logs on stderr.
+log_tag=kolla-images log_fd=2
+# shellcheck source=tools/lib/common.sh
+. "$top/tools/lib/common.sh"
 
 cmd=${1:-}
 if [ "$cmd" != build ]; then
     echo "usage: tools/kolla-images.sh build" >&2
     exit 2
 fi
-if [ "$(id -u)" != 0 ]; then
-    echo "kolla-images.sh: run me as root" >&2
-    exit 2
-fi
+need_root
 
 # qemu runs as nova inside nova_libvirt (kolla-ansible's qemu.conf:
 # user = "nova") and opens the host's /dev/kvm, which belongs to the
@@ -43,14 +45,12 @@ fi
 # is built. A /dev/kvm of group 0 that everyone may open needs no group.
 kvm=/dev/kvm
 if [ ! -c "$kvm" ]; then
-    echo "kolla-images.sh: $kvm is missing (or not a character device): nova_libvirt runs KVM guests as nova through the host's kvm group (load kvm_intel or kvm_amd, or build on a host with KVM)" >&2
-    exit 2
+    die "$kvm is missing (or not a character device): nova_libvirt runs KVM guests as nova through the host's kvm group (load kvm_intel or kvm_amd, or build on a host with KVM)"
 fi
 kvm_gid=$(stat -c %g "$kvm")
 if [ "$kvm_gid" = 0 ]; then
     if [ "$(( 0$(stat -c %a "$kvm") & 6 ))" != 6 ]; then
-        echo "kolla-images.sh: $kvm belongs to group 0 and only root may open it: qemu runs as nova in nova_libvirt; give it a kvm group (udev) or mode 0666" >&2
-        exit 2
+        die "$kvm belongs to group 0 and only root may open it: qemu runs as nova in nova_libvirt; give it a kvm group (udev) or mode 0666"
     fi
     kvm_group=''
 else
@@ -61,11 +61,9 @@ else
 "
 fi
 
-top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${NPH_KOLLA_CACHE:-/var/cache/nova-pinning-hooks/kolla}
 constraints=$top/tools/constraints/nova-34.txt
 nova_version=34.0.0
-log() { echo "kolla-images: $*" >&2; }
 
 if ! command -v podman >/dev/null; then
     log "installing Debian's podman"
@@ -74,8 +72,7 @@ if ! command -v podman >/dev/null; then
 fi
 for tool in podman debootstrap; do
     if ! command -v "$tool" >/dev/null; then
-        echo "kolla-images.sh: $tool is missing (apt-get install $tool)" >&2
-        exit 2
+        die "$tool is missing (apt-get install $tool)"
     fi
 done
 
@@ -261,7 +258,7 @@ nova_base=$(stage nova-base "$ctx/upper-constraints.txt")
 # tests/day2's upgrade and rollback, as kolla-ansible upgrade rebuilds the
 # image), keyed by its own bytes.
 if [ -n "${NPH_KOLLA_WHEEL:-}" ]; then
-    [ -f "$NPH_KOLLA_WHEEL" ] || { echo "kolla-images.sh: NPH_KOLLA_WHEEL: no file $NPH_KOLLA_WHEEL" >&2; exit 2; }
+    [ -f "$NPH_KOLLA_WHEEL" ] || die "NPH_KOLLA_WHEEL: no file $NPH_KOLLA_WHEEL"
     sha256sum "$NPH_KOLLA_WHEEL" | cut -d' ' -f1 > "$ctx/sources"
 else
     (cd "$top" && git ls-files -z -- nova_pinning_hooks setup.cfg setup.py \

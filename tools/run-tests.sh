@@ -41,11 +41,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 run_start=$(date +%s)  # for the "all" of the times line at the end
+# shellcheck source=tools/lib/common.sh
+. tools/lib/common.sh
 
-if [ "$(id -u)" != 0 ]; then
-    echo "run-tests.sh: run me as root (functional tests drive libvirtd)" >&2
-    exit 2
-fi
+[ "$(id -u)" = 0 ] || die "run me as root (functional tests drive libvirtd)"
 
 # The machine first: this project's machines differ (CPU vendor and model
 # above all: nova's default guest CPU did not start on one), so a failure
@@ -60,8 +59,7 @@ echo "=== machine: $(cpuinfo vendor_id), $(cpuinfo 'model name')" \
 releases=(29 30 31 32 33 34)
 cloud_layout=${NPH_CLOUD_COMPUTE2:-kolla}
 case "$cloud_layout" in kolla|host) ;;
-    *) echo "run-tests.sh: NPH_CLOUD_COMPUTE2 is kolla or host, not '$cloud_layout'" >&2
-       exit 2 ;;
+    *) die "NPH_CLOUD_COMPUTE2 is kolla or host, not '$cloud_layout'" ;;
 esac
 envs=()
 for e in "$@"; do
@@ -95,7 +93,7 @@ for e in "${envs[@]}"; do
         # Built once and kept (about 1.5 min here); a failure is reported
         # by the VM tests themselves.
         start=$(date +%s)
-        tools/vm-image.sh >/dev/null || true
+        tools/vm-image.sh >/dev/null || true  # the VM tests report it
         echo "=== VM image ready after $(( $(date +%s) - start )) s ==="
     fi
 done
@@ -127,8 +125,8 @@ vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
 # Under set -e a failing command in the trap would make the run's exit
 # status 1 whatever $status says (a kill of a VM run that had ended did,
 # in every run with the VM tests beside the rest): nothing here may fail.
-trap 'if [ -n "$vm_pid" ]; then kill "$vm_pid" 2>/dev/null || true; fi
-      rm -f "$why" "$vm_out" || true' EXIT
+trap 'if [ -n "$vm_pid" ]; then kill "$vm_pid" 2>/dev/null || true; fi  # ended
+      rm -f "$why" "$vm_out" || true' EXIT  # nothing here may fail (above)
 
 count() {  # ENV: read back the counts of the env's stestr run
     local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent
@@ -151,10 +149,10 @@ count() {  # ENV: read back the counts of the env's stestr run
     if [ "$f" != 0 ]; then
         while read -r t; do
             [ -n "$t" ] && failures+=("$e: $t")
-        done < <("${st[@]}" failing --list 2>/dev/null || true)
+        done < <("${st[@]}" failing --list 2>/dev/null || true)  # none named
         # Why, too: the end of each failure's traceback, printed again
         # at the end where CI's tail shows it.
-        "${st[@]}" failing 2>/dev/null | tail -n 40 | sed "s/^/[$e] /" >> "$why" || true
+        "${st[@]}" failing 2>/dev/null | tail -n 40 | sed "s/^/[$e] /" >> "$why" || true  # counted above
     fi
     if [ "$p" = 0 ]; then
         echo "=== $e ran no test ===" >&2
@@ -197,7 +195,7 @@ for e in "${envs[@]}"; do
             # cloud at a time (fixed addresses and ports): the other
             # layout's goes down first (kept).
             if [ "$other_down" = 0 ] && [ "$other_state" != "$NPH_CLOUD_STATE" ]; then
-                NPH_CLOUD_STATE=$other_state tools/cloud.sh down >/dev/null 2>&1 || true
+                NPH_CLOUD_STATE=$other_state tools/cloud.sh down >/dev/null 2>&1 || true  # not up
                 other_down=1
             fi
             start=$(date +%s)
@@ -214,7 +212,7 @@ for e in "${envs[@]}"; do
         set_=full; [ "$e" = tempest-smoke ] && set_=smoke
         echo "=== tempest ($set_), package on and off ==="
         out=$(mktemp)
-        tools/cloud-tempest.sh "$set_" both | tee "$out" || true
+        tools/cloud-tempest.sh "$set_" both | tee "$out" || true  # its counts say
         while read -r _ mode p _ f _ s _; do
             echo "=== tempest-$mode: $p passed, $f failed, $s skipped ==="
             passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))

@@ -16,13 +16,13 @@ cg=/sys/fs/cgroup/cpuset/nph-second-libvirtd
 
 stop() {
     for name in libvirtd virtlogd; do
-        pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)
-        [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+        pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)  # none: not running
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null || true  # not running, or ended
     done
     for _ in $(seq 50); do
         alive=0
         for name in libvirtd virtlogd; do
-            pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)
+            pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)  # none: not running
             [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
         done
         [ $alive = 0 ] && break
@@ -30,8 +30,8 @@ stop() {
     done
     # Empty groups go bottom-up.
     if [ -d "$cg" ]; then
-        find "$cg" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true
-        rmdir "$cg" 2>/dev/null || true
+        find "$cg" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true  # a group still in use stays
+        rmdir "$cg" 2>/dev/null || true  # likewise
     fi
 }
 
@@ -68,6 +68,7 @@ mkdir -p "$cg"
 echo 0 > "$cg/cpuset.cpus"
 cat /sys/fs/cgroup/cpuset/cpuset.mems > "$cg/cpuset.mems"
 # Started with no inherited descriptor (a test runner's lock stays its).
+# shellcheck disable=SC2016  # the inner bash expands them
 unshare -m --propagation private bash -c '
     set -e
     dir=$1; cg=$2

@@ -93,7 +93,7 @@ answering() {
 # refused connections and every functional test's guest failed to start).
 virtlogd_ours() {
     local pid
-    pid=$(cat /run/virtlogd.pid 2>/dev/null || true)
+    pid=$(cat /run/virtlogd.pid 2>/dev/null || true)  # none: not running
     [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = virtlogd ] &&
         timeout 5 python3 -c 'import socket, sys
 s = socket.socket(socket.AF_UNIX)
@@ -108,12 +108,12 @@ fi
 if ! answering; then
     # This machine's daemon only, by its pid file: other libvirtds (the
     # cloud's of tools/cloud.sh, a test's second daemon) are not ours.
-    pid=$(cat /run/libvirtd.pid 2>/dev/null || true)
+    pid=$(cat /run/libvirtd.pid 2>/dev/null || true)  # none: not running
     if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = libvirtd ]; then
         log "libvirtd does not answer: restarting it"
-        kill "$pid" 2>/dev/null || true
+        kill "$pid" 2>/dev/null || true  # it ended
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-        kill -9 "$pid" 2>/dev/null || true
+        kill -9 "$pid" 2>/dev/null || true  # it ended
     fi
     rm -f /var/run/libvirtd.pid
     log "starting libvirtd"
@@ -135,10 +135,10 @@ if [ ! -s "$state/virt-type" ]; then
 <vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os>
 <devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>
 XML
-        virsh -q -c "$uri" destroy nph-kvm-probe >/dev/null 2>&1 || true
+        virsh -q -c "$uri" destroy nph-kvm-probe >/dev/null 2>&1 || true  # none left
         if timeout 60 virsh -q -c "$uri" create "$probe" >/dev/null 2>&1; then
             virt_type=kvm
-            virsh -q -c "$uri" destroy nph-kvm-probe >/dev/null 2>&1 || true
+            virsh -q -c "$uri" destroy nph-kvm-probe >/dev/null 2>&1 || true  # it ended
         fi
         rm -f "$probe"
     fi

@@ -69,7 +69,7 @@ work="$dest.tmp"
 root="$work/rootfs"
 cleanup() {
     for m in proc sys dev/pts; do
-        mountpoint -q "$root/$m" 2>/dev/null && umount -l "$root/$m" || true
+        mountpoint -q "$root/$m" 2>/dev/null && umount -l "$root/$m" || true  # not mounted
     done
 }
 trap cleanup EXIT
@@ -111,13 +111,13 @@ chroot "$root" passwd -d root >/dev/null
 for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
             fstrim.timer man-db.timer logrotate.timer \
             libvirt-guests.service systemd-timesyncd.service; do
-    chroot "$root" systemctl mask "$unit" >/dev/null 2>&1 || true
+    chroot "$root" systemctl mask "$unit" >/dev/null 2>&1 || true  # a unit the image lacks
 done
 rm -f "$root/etc/libvirt/qemu/networks/autostart/default.xml"
 # irqbalance is installed as on a compute node but not started at boot:
 # the interrupt tests (tests/vm/test_interrupts.py) start and stop it, so
 # that they show both, and other tests see interrupts stay put.
-chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true
+chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true  # not enabled
 # dbus-broker (the system bus of Fedora, RHEL, CentOS Stream, Rocky and
 # Alma, i.e. of kolla-ansible's other host distributions) is installed
 # but not the system bus: Debian's package enables it at install time
@@ -125,18 +125,20 @@ chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true
 # default bus is dbus-daemon, which the other tests see.
 # tests/vm/test_forged_replies.py enables it and reboots, then disables
 # it and reboots again.
-chroot "$root" systemctl disable dbus-broker.service >/dev/null 2>&1 || true
+chroot "$root" systemctl disable dbus-broker.service >/dev/null 2>&1 || true  # not enabled
 chroot "$root" systemctl --global disable dbus-broker.service \
-    >/dev/null 2>&1 || true
+    >/dev/null 2>&1 || true  # not enabled; checked just below
 if [ -e "$root/etc/systemd/system/dbus.service" ]; then
     echo "vm-image.sh: dbus.service is still an alias of dbus-broker" >&2
     exit 1
 fi
 # The guest agent is how the tests reach the VM (no network, no serial
 # console once getty owns it).
-chroot "$root" systemctl enable qemu-guest-agent.service >/dev/null 2>&1 || true
+chroot "$root" systemctl enable qemu-guest-agent.service >/dev/null 2>&1 || true  # if not, the tests say so
 
+# shellcheck disable=SC2012  # Debian's kernel file names: no odd characters
 kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -n 1)
+# shellcheck disable=SC2012  # likewise
 initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -n 1)
 cp "$kernel" "$work/vmlinuz"
 cp "$initrd" "$work/initrd.img"

@@ -1,0 +1,96 @@
+# shellcheck shell=bash
+# tools/cloud.sh's part: the control plane's services: the APIs under
+# uwsgi (keystone, placement, glance, neutron, nova-api) and
+# nova-conductor and nova-scheduler. Sourced, never run. Invariants:
+# a service already running is left alone (spawn); each API start waits
+# until it answers.
+# shellcheck disable=SC2154  # the globals: tools/cloud.sh sets them
+
+# --- the API services under uwsgi -----------------------------------------
+# The application: series 34 ships WSGI modules; series 29 (2024.1) only
+# pbr's generated scripts, which uwsgi loads as files.
+# Series 29's nova-api and neutron-api monkey-patch with eventlet: a uwsgi
+# worker of two native threads then loses RPC replies (nova-api's calls
+# time out after 60 s while the callee answered at once): one thread a
+# worker, as DevStack runs them.
+wsgi_app() {  # MODULE SCRIPT: the uwsgi lines that load it
+    case "$series" in
+        29) printf 'wsgi-file = %s\nthreads = 1\n' "$venv/bin/$2" ;;
+        *) printf 'module = %s\nthreads = 2\n' "$1" ;;
+    esac
+}
+
+uwsgi_api() {  # NAME PORT "MODULE SCRIPT" ENV=VALUE [MORE INI LINES]
+    local name=$1 port=$2 envvar=$4 more=${5:-}
+    local app
+    # shellcheck disable=SC2086  # $3 is "MODULE SCRIPT": two arguments
+    app=$(wsgi_app $3)
+    alive "$name" && return 0
+    cat > "$etc/$name-uwsgi.ini" <<EOF
+[uwsgi]
+http-socket = 127.0.0.1:$port
+$app
+virtualenv = $venv
+env = $envvar
+master = true
+processes = 2
+enable-threads = true
+lazy-apps = true
+die-on-term = true
+buffer-size = 65535
+# uwsgi's http-socket closes connections silently: say so, or a client
+# reuses a closed connection (ConnectionResetError).
+add-header = Connection: close
+http-raw-body = true
+http-chunked-input = true
+http-auto-chunked = true
+chunked-input-limit = 10240000
+post-buffering = 4096
+$more
+EOF
+    spawn "$name" "$venv/bin/uwsgi" --ini "$etc/$name-uwsgi.ini"
+}
+
+start_apis() {
+    uwsgi_api keystone 5000 "keystone.wsgi.api keystone-wsgi-public" \
+        "OS_KEYSTONE_CONFIG_FILES=$etc/keystone/keystone.conf"
+    wait_http http://127.0.0.1:5000/v3 keystone
+    uwsgi_api placement 8778 "placement.wsgi.api placement-api" "OS_PLACEMENT_CONFIG_DIR=$etc/placement"
+    uwsgi_api glance 9292 "glance.wsgi.api glance-wsgi-api" "OS_GLANCE_CONFIG_DIR=$etc/glance"
+    uwsgi_api neutron 9696 "neutron.wsgi.api neutron-api" \
+        "OS_NEUTRON_CONFIG_FILES=$etc/neutron/neutron.conf;$etc/neutron/ml2_conf.ini" \
+        "pythonpath = $etc/neutron
+import = nph_neutron_models"
+    uwsgi_api nova-api 8774 "nova.wsgi.osapi_compute nova-api-wsgi" \
+        "OS_NOVA_CONFIG_FILES=$etc/nova/api-paste.ini;$etc/nova/nova.conf;$etc/nova/nova-db.conf"
+    wait_http http://127.0.0.1:8778/ placement
+    wait_http http://127.0.0.1:9292/ glance
+    wait_http http://127.0.0.1:9696/ neutron
+    wait_http http://127.0.0.1:8774/ nova-api
+}
+
+# After bootstrap: nova 29's conductor asks keystone (as the nova user)
+# at start and exits when that user does not exist yet.
+start_nova_services() {
+    spawn nova-conductor "$venv/bin/nova-conductor" --config-file "$etc/nova/nova.conf" \
+        --config-file "$etc/nova/nova-db.conf" \
+        --log-file "$LOG/nova-conductor.log"
+    [ -f "$etc/nova/scheduler.conf" ] || write_weigher_conf \
+        "$( [ "$package" = on ] && echo on || echo off)"
+    spawn nova-scheduler "$venv/bin/nova-scheduler" --config-file "$etc/nova/nova.conf" \
+        --config-file "$etc/nova/nova-db.conf" --config-file "$etc/nova/scheduler.conf" \
+        --log-file "$LOG/nova-scheduler.log"
+}
+
+restart_scheduler() {  # and wait until it consumes its RPC queue again
+    local deadline=$(( $(date +%s) + 120 ))
+    stop_proc nova-scheduler
+    start_nova_services
+    until timeout 30 rabbitmqctl -q -n rabbit@localhost list_consumers 2>/dev/null \
+            | awk '$1 == "scheduler" { found = 1 } END { exit !found }'; do
+        alive nova-scheduler || die "nova-scheduler exited (see $LOG/nova-scheduler.log)"
+        [ "$(date +%s)" -lt "$deadline" ] \
+            || die "nova-scheduler did not consume its queue in 120 s (see $LOG/nova-scheduler.log)"
+        sleep 0.5
+    done
+}

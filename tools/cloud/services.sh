@@ -7,19 +7,6 @@
 # shellcheck disable=SC2154  # the globals: tools/cloud.sh sets them
 
 # --- the API services under uwsgi -----------------------------------------
-# The application: series 34 ships WSGI modules; series 29 (2024.1) only
-# pbr's generated scripts, which uwsgi loads as files.
-# Series 29's nova-api and neutron-api monkey-patch with eventlet: a uwsgi
-# worker of two native threads then loses RPC replies (nova-api's calls
-# time out after 60 s while the callee answered at once): one thread a
-# worker, as DevStack runs them.
-wsgi_app() {  # MODULE SCRIPT: the uwsgi lines that load it
-    case "$series" in
-        29) printf 'wsgi-file = %s\nthreads = 1\n' "$venv/bin/$2" ;;
-        *) printf 'module = %s\nthreads = 2\n' "$1" ;;
-    esac
-}
-
 uwsgi_api() {  # NAME PORT "MODULE SCRIPT" ENV=VALUE [MORE INI LINES]
     local name=$1 port=$2 envvar=$4 more=${5:-}
     local app

@@ -81,7 +81,7 @@ fi
 
 if [ "$cmd" = stop ] && [ "${1:-}" = compute ]; then
     # nova-compute alone (its restart): the guests and libvirtd stay.
-    podman rm -f -t 5 "$compute_name" >/dev/null 2>&1 || true  # none: stopped
+    podman rm -f -t 5 "$compute_name" >/dev/null 2>&1 || true  # absent already
     exit 0
 fi
 if [ "$cmd" = stop ]; then
@@ -97,7 +97,7 @@ if [ "$cmd" = stop ]; then
         done
     fi
     for name in "$isolate_name" "$agent_name" "$compute_name" "$libvirt_name"; do
-        podman rm -f -t 5 "$name" >/dev/null 2>&1 || true  # none: stopped
+        podman rm -f -t 5 "$name" >/dev/null 2>&1 || true  # absent already
     done
     exit 0
 fi
@@ -251,7 +251,7 @@ agent_opts=("${least[@]}" --pid host --cgroupns host
 
 if [ "$cmd" = undo ]; then
     podman stop -t 10 "$isolate_name" >/dev/null 2>&1 || true  # not running
-    podman rm -f "$isolate_name" >/dev/null 2>&1 || true  # none
+    podman rm -f "$isolate_name" >/dev/null 2>&1 || true  # absent already
     podman run --rm --name "${isolate_name}_undo" "${isolate_opts[@]}" \
         "$compute_image" \
         /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$isolate_conf" undo
@@ -270,7 +270,7 @@ running() {
 # /run/nova, /run/openvswitch, each :shared, from the host's /run): here
 # they are parts of DIR/run, which is mounted whole.
 if ! running "$libvirt_name"; then
-    podman rm -f "$libvirt_name" >/dev/null 2>&1 || true  # a stopped one: none
+    podman rm -f "$libvirt_name" >/dev/null 2>&1 || true  # absent already
     # shellcheck disable=SC2086  # the caller's options: words, split
     podman run -d --name "$libvirt_name" ${NPH_KOLLA_LIBVIRT_OPTS:-} \
         --privileged --pid host --cgroupns host --network host \
@@ -315,7 +315,7 @@ for want in "$@"; do
         # nova_instance_datadir_volume are the named volumes libvirtd and
         # nova_compute when libvirt runs in a container).
         running "$compute_name" && continue
-        podman rm -f "$compute_name" >/dev/null 2>&1 || true  # a stopped one: none
+        podman rm -f "$compute_name" >/dev/null 2>&1 || true  # absent already
         # shellcheck disable=SC2086  # the caller's options and command: words, split
         podman run -d --name "$compute_name" ${NPH_KOLLA_COMPUTE_OPTS:-} \
             --privileged --ipc host --network host \
@@ -333,7 +333,7 @@ for want in "$@"; do
     agent)
         # deploy.rst's binding agent container (agent_opts above).
         running "$agent_name" && continue
-        podman rm -f "$agent_name" >/dev/null 2>&1 || true  # a stopped one: none
+        podman rm -f "$agent_name" >/dev/null 2>&1 || true  # absent already
         podman run -d --name "$agent_name" "${agent_opts[@]}" \
             "$compute_image" \
             /var/lib/kolla/venv/bin/nova-pinning --config-file "$conf" agent \
@@ -341,7 +341,7 @@ for want in "$@"; do
         ;;
     isolate)
         running "$isolate_name" && continue
-        podman rm -f "$isolate_name" >/dev/null 2>&1 || true  # a stopped one: none
+        podman rm -f "$isolate_name" >/dev/null 2>&1 || true  # absent already
         podman run -d --name "$isolate_name" "${isolate_opts[@]}" \
             "$compute_image" \
             /var/lib/kolla/venv/bin/nova-pinning-isolate --config-file "$isolate_conf" watch \

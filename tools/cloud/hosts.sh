@@ -111,7 +111,7 @@ EOF
     # shellcheck disable=SC2016  # the inner bash expands them
     NPH_NAME=$name NPH_DIR=$dir NPH_GROUPS="${groups[*]}" \
     NPH_INSTANCES=$STATE/instances NPH_SSH=$STATE/ssh/client \
-    setsid bash -c '
+    detached bash -c '
         set -e
         for g in $NPH_GROUPS; do echo $$ > "${g#*=}/cgroup.procs"; done
         exec unshare -m -u -C --propagation private bash -c "

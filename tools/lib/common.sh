@@ -14,7 +14,8 @@
 #   ignore, and says on stderr what failed, so nothing is ignored
 #   silently.
 # - The process helpers use the caller's RUN (pid files) and LOG (one
-#   log a process) directories. A pid file holds the pid and its start
+#   log a process) directories; a daemon they start holds no descriptor
+#   of the caller's but its standard input, output and error. A pid file holds the pid and its start
 #   time: pids wrap, and a reused pid must never be taken (and killed)
 #   for one of ours.
 tool_name=${tool_name:-$(basename "$0")}  # die's prefix: "cloud.sh"
@@ -54,10 +55,22 @@ pid_of() {  # NAME: the recorded pid, if that process still runs
 
 alive() { pid_of "$1" >/dev/null; }
 
+detached() {  # CMD...: exec CMD in a session of its own, with 0-2 only
+    # A daemon keeps none of its caller's descriptors: a lock taken around
+    # the caller ("flock /run/nph-cloud.lock tools/cloud.sh up") would
+    # otherwise stay held by the daemons for as long as they run.
+    local fd
+    for fd in /proc/"$BASHPID"/fd/*; do
+        fd=${fd##*/}
+        if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+    done
+    exec setsid "$@"
+}
+
 spawn() {  # NAME CMD...: start CMD in the background, detached, logged
     local name=$1; shift
     alive "$name" && return 0
-    setsid "$@" </dev/null >>"$LOG/$name.log" 2>&1 &
+    detached "$@" </dev/null >>"$LOG/$name.log" 2>&1 &
     record "$name" $!
 }
 

@@ -19,7 +19,9 @@
 #
 #   tools/cloud.sh demo               # up, then boot three guests through
 #                                     # the API and show their pins
-#   tools/cloud.sh up [--series 34|29] [--package on|off] [--compute2 host|kolla]
+#   tools/cloud.sh up [--series N] [--package on|off] [--compute2 host|kolla]
+#                                     # N: a release of tools/nova-releases
+#                                     # with cloud=, the newest by default
 #                                     # --compute2 kolla: nph-compute2 in
 #                                     # kolla-ansible's containers (below)
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
@@ -44,9 +46,10 @@
 # /etc/openstack/clouds.yaml gets the clouds ``nph`` (a member) and
 # ``nph-admin`` (admin): ``openstack --os-cloud nph-admin server list``.
 #
-# --compute2 kolla (kept in the state directory, like the series; series
-# 34 only: kolla's image holds nova 34): nph-compute2's libvirtd runs in
-# the nova_libvirt container and its nova-compute (nova 34 from kolla's
+# --compute2 kolla (kept in the state directory, like the series; the
+# series tools/nova-releases marks kolla only: kolla's image holds that
+# nova): nph-compute2's libvirtd runs in
+# the nova_libvirt container and its nova-compute (that nova from kolla's
 # venv in the image, the package installed into it as deploy.rst tells
 # kolla operators) in nova_compute, in its own PID namespace, both
 # started by tools/kolla-compute.sh with kolla-ansible's options (host
@@ -67,7 +70,9 @@ HOST_IPS=(127.0.0.11 127.0.0.12)  # each compute's my_ip, on loopback
 LIBVIRT_PORTS=(16521 16522)
 SSH_PORTS=(2211 2212)  # nova copies disks between hosts with ssh/scp
 
-series=34
+# shellcheck source=tools/nova-releases.sh
+. "$top/tools/nova-releases.sh"  # the supported nova releases
+series=$(nova_newest)
 compute2=  # host or kolla: --compute2, else what the state says, else host
 started_computes=()  # the nova-computes this run started (wait_rpc_servers)
 package=on
@@ -86,7 +91,7 @@ done
 die() { echo "cloud.sh: $*" >&2; exit 2; }
 log() { echo "cloud: $*"; }
 [ "$(id -u)" = 0 ] || die "run me as root"
-case "$series" in 29|34) ;; *) die "--series is 29 or 34, not '$series'" ;; esac
+nova_has "$series" cloud 2>/dev/null || die "--series is one of $(nova_with cloud | paste -sd ' ') (tools/nova-releases: cloud=), not '$series'"
 case "$package" in on|off) ;; *) die "--package is on or off, not '$package'" ;; esac
 case "$compute2" in ''|host|kolla) ;; *) die "--compute2 is host or kolla, not '$compute2'" ;; esac
 
@@ -105,13 +110,12 @@ mkdir -p "$RUN" "$LOG"
 chmod 0700 "$RUN"
 
 # The services of one series (its upper-constraints: tools/constraints).
-service_packages() {
-    case "$series" in
-        34) echo "nova==34.0.0 openstack-placement==16.0.0 keystone==30.0.0" \
-                 "glance==33.0.0 neutron==29.0.0" ;;
-        29) echo "nova==29.4.0 openstack-placement==11.0.1 keystone==25.0.0" \
-                 "glance==28.2.0 neutron==24.2.2 setuptools<81" ;;
-    esac
+service_packages() {  # (tools/nova-releases: nova=, placement=, cloud=, pip=)
+    local p
+    p="nova==$(nova_pypi_version "$series") openstack-placement==$(nova_fact "$series" placement)"
+    p="$p $(nova_fact "$series" cloud) $(nova_fact "$series" pip)"
+    p=${p//,/ }
+    echo "${p% }"
 }
 
 # --- processes: pid files under $RUN, logs under $LOG ---------------------
@@ -580,16 +584,18 @@ databases() {
 
 # --- the API services under uwsgi -----------------------------------------
 # The application: series 34 ships WSGI modules; series 29 (2024.1) only
-# pbr's generated scripts, which uwsgi loads as files.
+# pbr's generated scripts, which uwsgi loads as files (tools/nova-releases
+# names them: wsgi-script).
 # Series 29's nova-api and neutron-api monkey-patch with eventlet: a uwsgi
 # worker of two native threads then loses RPC replies (nova-api's calls
 # time out after 60 s while the callee answered at once): one thread a
 # worker, as DevStack runs them.
 wsgi_app() {  # MODULE SCRIPT: the uwsgi lines that load it
-    case "$series" in
-        29) printf 'wsgi-file = %s\nthreads = 1\n' "$venv/bin/$2" ;;
-        *) printf 'module = %s\nthreads = 2\n' "$1" ;;
-    esac
+    if nova_has "$series" wsgi-script; then
+        printf 'wsgi-file = %s\nthreads = 1\n' "$venv/bin/$2"
+    else
+        printf 'module = %s\nthreads = 2\n' "$1"
+    fi
 }
 
 uwsgi_api() {  # NAME PORT "MODULE SCRIPT" ENV=VALUE [MORE INI LINES]
@@ -800,9 +806,7 @@ EOF
 # package's wheel; "compute-series 1 34" back on the cloud's own. Host
 # layout only (kolla's image holds nova 34).
 nova_release() {  # SERIES: the nova release tox.ini tests for it
-    case "$1" in 29) echo 29.4.0 ;; 30) echo 30.3.0 ;; 31) echo 31.3.1 ;;
-        32) echo 32.2.1 ;; 33) echo 33.0.2 ;; 34) echo 34.0.0 ;;
-        *) die "no nova release known for series '$1'" ;; esac
+    nova_pypi_version "$1" || die "no nova release known for series '$1'"
 }
 
 compute_venv() {  # N: where compute N's nova-compute runs from
@@ -821,7 +825,7 @@ build_compute_venv() {  # SERIES
     rm -rf "$v"
     python3 -m venv "$v"
     local extra=()
-    case "$s" in 29|30) extra=('setuptools<81') ;; esac
+    read -ra extra <<<"$(nova_pip "$s")"
     { "$v/bin/pip" install -q -c "$c" "nova==$(nova_release "$s")" libvirt-python \
           pyroute2 "${extra[@]}" &&
       "$v/bin/pip" install -q -c "$c" "$CACHE"/wheels/nova_pinning_hooks-*.whl; } \
@@ -1149,8 +1153,8 @@ up() {
     if [ -f "$STATE/series" ] && [ "${had:-host}" != "$compute2" ]; then
         die "$STATE holds a cloud with nph-compute2 in the ${had:-host} layout: 'down --purge' first"
     fi
-    if [ "$compute2" = kolla ] && [ "$series" != 34 ]; then
-        die "--compute2 kolla runs series 34 only (kolla's image holds nova 34)"
+    if [ "$compute2" = kolla ] && ! nova_has "$series" kolla; then
+        die "--compute2 kolla runs series $(nova_with kolla) only (kolla's image holds that nova)"
     fi
     mkdir -p "$STATE"
     echo "$series" > "$STATE/series"

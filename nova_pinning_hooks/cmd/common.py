@@ -7,14 +7,21 @@ Exit status of every command (``doc/source/security.rst``):
   hung, a pass cut short, changes skipped, cgroupfs refused): one line on
   stderr; a pass still prints what it did;
 * 2: bad input or configuration, found before anything changed: one line
-  on stderr, nothing on stdout.
+  on stderr, nothing on stdout;
+* 130: interrupted (SIGINT).
+
+``run`` maps a command's outcome to these, for every command.
 """
 
 import errno
 import glob
 import logging
 import os
+import sys
 import typing
+
+from oslo_config import cfg
+from oslo_log import log as oslo_log
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import snapshot
@@ -27,6 +34,11 @@ SNAPSHOT_LIMIT = snapshot.MAX_BYTES
 # What a sub-command of ``nova-pinning`` returns: the text for stdout, or
 # (that text, exit status, the one line for stderr).
 CommandOutput = typing.Union[str, tuple[str, int, str]]
+
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
@@ -388,11 +400,57 @@ class _OneLineRecords:
         return True
 
 
+def new_conf() -> cfg.ConfigOpts:
+    """A configuration with the package's options and oslo.log's, that
+    logs to stderr: stdout is the command's output (JSON)."""
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    oslo_log.register_options(conf)
+    conf.set_default('use_stderr', True)
+    return conf
+
+
+def error(prog: str, what: object, status: int) -> int:
+    """The one line of an error on stderr; returns ``status``."""
+    sys.stderr.write('%s: error: %s\n' % (prog, what))
+    return status
+
+
+def run(prog: str, conf: typing.Any,
+        command: typing.Callable[[], CommandOutput],
+        usage: tuple[type[Exception], ...] = (),
+        failed: tuple[type[Exception], ...] = (),
+        unexpected: int = EXIT_FAILED) -> int:
+    """Run ``command``, write its text to stdout, and return the exit
+    status: the status it returned (its message as the error line), else
+    0; ``EXIT_USAGE`` for the exceptions of ``usage``, ``EXIT_FAILED``
+    for those of ``failed``, ``EXIT_INTERRUPTED`` for an interrupt, and
+    ``unexpected`` for anything else (``report_unexpected``)."""
+    try:
+        output = command()
+    except usage as exc:
+        return error(prog, exc, EXIT_USAGE)
+    except failed as exc:
+        return error(prog, exc, EXIT_FAILED)
+    except KeyboardInterrupt:
+        return error(prog, 'interrupted', EXIT_INTERRUPTED)
+    except Exception as exc:
+        report_unexpected(prog, conf, exc)
+        return unexpected
+    if isinstance(output, str):
+        output = (output, 0, '')
+    text, status, message = output
+    sys.stdout.write(text)
+    if message:
+        sys.stdout.flush()  # the text first, then its error line
+        error(prog, message, status)
+    return status
+
+
 def report_unexpected(prog: str, conf: typing.Any,
                       exc: BaseException) -> int:
     """One line for a failure nobody foresaw; the traceback only with
     ``--debug``. Returns exit status 1."""
-    import sys
     import traceback
     if getattr(conf, 'debug', False):
         traceback.print_exc(file=sys.stderr)

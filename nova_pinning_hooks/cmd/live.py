@@ -97,13 +97,6 @@ def plan_and_sample(rec: reconciler.Reconciler, interval: float
                                                changes)
 
 
-def _unknown_facts(rec: reconciler.Reconciler) -> dict[str, str]:
-    """{guest name: why} of the guests whose qemu process could not be
-    proven here (``qemuproof``): their /proc facts are unknown."""
-    proof = getattr(rec.host(), 'proof', None)
-    return proof.unknown() if proof is not None else {}
-
-
 @_guard
 def cmd_status(conf: typing.Any) -> str:
     rec = _reconciler(conf)
@@ -112,7 +105,7 @@ def cmd_status(conf: typing.Any) -> str:
             rec, conf.command.interval)
         # What the plan was made with: the file is read once.
         settings = rec.settings
-        unknown = _unknown_facts(rec)
+        unknown = rec.host().unknown_facts()
     finally:
         rec.close()
     threshold = conf.nova_pinning.steal_warning_percent
@@ -129,8 +122,7 @@ def cmd_status(conf: typing.Any) -> str:
         data['scheduler_summary'] = {
             'key': summary_mod.KEY, 'value': reported,
             'one_to_one_vcpus': report.one_to_one}
-        pending = {c.uuid for c in changes
-                   if c.kind != plan_mod.ChangeKind.NUMA}
+        pending = plan_mod.pending_pins(changes)
         for entry in data['guests']:
             entry['live_matches_plan'] = (entry['mode'] == 'untouched' or
                                           entry['uuid'] not in pending)

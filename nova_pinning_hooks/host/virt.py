@@ -167,6 +167,11 @@ class Host:
     def pinned_guests(self) -> dict[str, list[str]]:
         return self.reader.pinned_guests()
 
+    def unknown_facts(self) -> dict[str, typing.Optional[str]]:
+        """{guest name: why} of the guests whose qemu process could not
+        be proven here (``qemuproof``): their /proc facts are unknown."""
+        return self.proof.unknown()
+
     def apply(self, changes: typing.Iterable[plan_mod.PinChange]
               ) -> virtwrite.ApplyResult:
         return self.writer.apply(changes)

@@ -55,6 +55,10 @@ class PassHost(typing.Protocol):
     def set_deadline(self, deadline: typing.Optional[float]) -> None:
         """Bound every later call by ``deadline`` (monotonic)."""
 
+    def unknown_facts(self) -> typing.Dict[str, typing.Optional[str]]:
+        """{guest name: why} of the guests whose qemu process could not
+        be proven (``qemuproof``): their /proc facts are unknown."""
+
     def watch(self, model: model_mod.HostModel,
               on_change: typing.Callable[[str], object]) -> None:
         """Follow libvirt's domain events into ``model``."""

@@ -46,6 +46,7 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.host import hung
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import model as model_mod
@@ -155,7 +156,7 @@ class Host:
 
     def read_snapshot(self,
                       model: typing.Optional[model_mod.HostModel] = None
-                      ) -> dict[str, typing.Any]:
+                      ) -> snapshot_mod.LiveSnapshot:
         return self.reader.read_snapshot(model)
 
     def vcpu_stats(self) -> virtread.VcpuStats:

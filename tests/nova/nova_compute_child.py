@@ -80,7 +80,7 @@ oslo_logging.setup(nova.conf.CONF, 'nova')
 objects.register_all()
 
 from nova_pinning_hooks.nova import activation  # noqa: E402
-from nova_pinning_hooks.nova import runtime  # noqa: E402
+from nova_pinning_hooks.nova import passrunner  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
 
 # In threading mode nova forbids importing eventlet from now on: every
@@ -103,7 +103,7 @@ report = {'mode': mode, 'imported': imported,
           # eventlet; before, the variable only leaves eventlet unpatched.
           'native_threading': hasattr(monkey_patch, 'poison_eventlet'),
           'eventlet_loaded': 'eventlet' in sys.modules,
-          'eventlet_patched': runtime.eventlet_patched()}
+          'eventlet_patched': passrunner.eventlet_patched()}
 # The runtime activate made, as tests/fixtures.py's current_runtime reads
 # it (the checkout, and so tests.fixtures, is on the path only with fake).
 a = activation._RUNTIME

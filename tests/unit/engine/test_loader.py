@@ -3,6 +3,7 @@ only the entries it has not seen, and saying what changed."""
 
 import testtools
 
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.engine import snapshot
 from tests.unit import hosts
 
@@ -18,7 +19,9 @@ def entry(name, vcpus=2, node='0', affinity=None):
 
 
 def live(domains, caps=CAPS):
-    return snapshot.make(caps, domains, 4.0)
+    """A live snapshot as a pass reads it: ratio 4."""
+    return snapshot.LiveSnapshot(caps, domains, hostsettings.HostSettings(
+        allocation_ratio=4.0, ratio_source='test'))
 
 
 class TestLoader(testtools.TestCase):

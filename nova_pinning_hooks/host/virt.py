@@ -231,21 +231,22 @@ class Host:
         """Any domain event; ``args[-1]`` is the event's name. On
         libvirt's event thread: mark and tell, nothing more."""
         # model and on_change: set by watch, before events are registered
+        # (an AssertionError here is logged like any other failure)
         try:
-            typing.cast(model_mod.HostModel, self.model).mark(
-                dom.UUIDString())  # local: no daemon call
-            typing.cast(_OnChange, self._on_change)(
-                '%s event of %s' % (args[-1], dom.name()))
+            model, on_change = self.model, self._on_change
+            assert model is not None and on_change is not None
+            model.mark(dom.UUIDString())  # local: no daemon call
+            on_change('%s event of %s' % (args[-1], dom.name()))
         except Exception:  # never into libvirt's loop
             LOG.exception('libvirt event not handled')
 
     def _closed(self, conn: typing.Any, reason: int,
                 opaque: typing.Any) -> None:
         try:
-            typing.cast(model_mod.HostModel, self.model).invalidate(
-                'connection closed (reason %s)' % reason)
-            typing.cast(_OnChange, self._on_change)(
-                'connection to %s closed' % self.uri)
+            model, on_change = self.model, self._on_change
+            assert model is not None and on_change is not None
+            model.invalidate('connection closed (reason %s)' % reason)
+            on_change('connection to %s closed' % self.uri)
         except Exception:
             LOG.exception('libvirt close event not handled')
 

@@ -147,7 +147,8 @@ class Reader:
         conn = self.host.connection()  # may invalidate the model: first
         caps = self.capabilities()
         # set by read_snapshot, which alone calls this
-        model = typing.cast(model_mod.HostModel, self.host.model)
+        model = self.host.model
+        assert model is not None
         everything, marked = model.take()
         try:
             doms = self.host.call(
@@ -179,7 +180,8 @@ class Reader:
         """The domain's live XML (with ``flags``: as they say); None if
         it went away meanwhile."""
         try:
-            return self.host.call('read', 'XMLDesc', dom.XMLDesc, flags)
+            xml: str = self.host.call('read', 'XMLDesc', dom.XMLDesc, flags)
+            return xml
         except libvirtapi.libvirt.libvirtError as exc:
             if libvirtapi.code(exc) in libvirtapi.GONE:
                 LOG.info('guest %s went away while being read; skipped',

@@ -84,7 +84,7 @@ def follow_nova_connection(conf: cfg.ConfigOpts) -> str:
     """Unless ``[nova_pinning] connection_uri`` is set, make it nova's
     own libvirt connection; returns the URI passes use."""
     group = conf_mod.PINNING_GROUP
-    ours = conf.nova_pinning.connection_uri
+    ours: str = conf.nova_pinning.connection_uri
     if conf.get_location('connection_uri', group).location not in _UNSET:
         LOG.info('nova-pinning-hooks: libvirt connection %s ([%s] '
                  'connection_uri)', ours, group)
@@ -127,7 +127,8 @@ def _tracker_class() -> typing.Optional[type]:
     imported."""
     try:
         from nova.compute import resource_tracker
-        return typing.cast(type, resource_tracker.ResourceTracker)
+        cls: type = resource_tracker.ResourceTracker  # nova's: untyped
+        return cls
     except Exception as exc:  # ImportError, or nova failing to import
         LOG.warning('nova-pinning-hooks: nova.compute.resource_tracker: '
                     '%s: no summary reported to nova\'s scheduler', exc)

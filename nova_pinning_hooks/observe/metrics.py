@@ -441,7 +441,8 @@ def exposition(view: HostView,
     """The Prometheus text exposition (str) of ``view`` and ``stats``."""
     registry = prom_registry.CollectorRegistry(auto_describe=False)
     registry.register(_Collector(view, stats))
-    return prom_exposition.generate_latest(registry).decode('utf-8')
+    text: bytes = prom_exposition.generate_latest(registry)
+    return text.decode('utf-8')
 
 
 class LiveCollector:
@@ -479,4 +480,5 @@ class LiveCollector:
         """The exposition (bytes) of one scrape."""
         registry = prom_registry.CollectorRegistry(auto_describe=False)
         registry.register(self)
-        return prom_exposition.generate_latest(registry)
+        text: bytes = prom_exposition.generate_latest(registry)
+        return text

@@ -74,7 +74,6 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import plan as plan_mod
-from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import statefile
@@ -273,8 +272,8 @@ class BindingService:
                 cached[1] == at:
             return cached[2]
         # Both set together (``_run_pass``).
-        snap = typing.cast(snapshot_mod.Snapshot, result.snapshot)
-        plan = typing.cast(plan_mod.Plan, result.plan)
+        snap, plan = result.snapshot, result.plan
+        assert snap is not None and plan is not None
         b = summary_mod.basis(snap.host, snap.guests, plan, snap.options,
                               at)
         self._basis = (plan, at, b)

@@ -91,7 +91,7 @@ report = {'active': a is not None,
 if a is None or a.out_of_process:
     print('REPORT ' + json.dumps(report), flush=True)
     os._exit(0)
-conf = a.conf.nova_pinning
+conf = a.config.observe  # the metrics textfile
 GUEST_XML = """<domain type='{type}'>
   <name>{name}</name>
   <memory unit='MiB'>64</memory>

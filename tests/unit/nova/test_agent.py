@@ -307,6 +307,26 @@ class TestOutOfProcess(AgentTestCase):
             self.assertTrue(passrunner.eventlet_patched())
         self.assertNotIn('eventlet', sys.modules)
 
+    def test_the_mode_is_chosen_once_by_eventlet(self):
+        # (eventlet's threads patched, out_of_process asked, the class)
+        conf = nova_like_conf(self)
+        config = settings.read(conf)
+        nova = ratiofile.NovaOptions.read(conf)
+        patcher = mock.Mock()
+        patcher.is_monkey_patched.return_value = True
+        for patched, asked, cls in (
+                (False, None, passrunner.ThreadPasses),
+                (True, None, passrunner.WorkerPasses),
+                (True, False, passrunner.ThreadPasses),
+                (False, True, passrunner.WorkerPasses)):
+            modules = {'eventlet.patcher': patcher} if patched else {}
+            with mock.patch.dict(sys.modules, modules):
+                runner = passrunner.make(config, nova, out_of_process=asked)
+            self.addCleanup(runner.stop)
+            self.assertIsInstance(runner, cls, (patched, asked))
+            self.assertEqual(cls is passrunner.WorkerPasses,
+                             runner.out_of_process)
+
     def test_child_process_argv_carries_nova_config(self):
         conf = nova_like_conf(self)
         config = settings.read(conf)

@@ -233,9 +233,11 @@ class Host:
         # model and on_change: set by watch, before events are registered
         # (an AssertionError here is logged like any other failure)
         try:
-            model, on_change = self.model, self._on_change
-            assert model is not None and on_change is not None
+            model = self.model
+            assert model is not None
             model.mark(dom.UUIDString())  # local: no daemon call
+            on_change = self._on_change  # after the mark: it stays
+            assert on_change is not None
             on_change('%s event of %s' % (args[-1], dom.name()))
         except Exception:  # never into libvirt's loop
             LOG.exception('libvirt event not handled')
@@ -243,9 +245,11 @@ class Host:
     def _closed(self, conn: typing.Any, reason: int,
                 opaque: typing.Any) -> None:
         try:
-            model, on_change = self.model, self._on_change
-            assert model is not None and on_change is not None
+            model = self.model
+            assert model is not None
             model.invalidate('connection closed (reason %s)' % reason)
+            on_change = self._on_change  # after the invalidation
+            assert on_change is not None
             on_change('connection to %s closed' % self.uri)
         except Exception:
             LOG.exception('libvirt close event not handled')

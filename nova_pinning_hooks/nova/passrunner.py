@@ -4,27 +4,25 @@ A ``PassRunner`` runs the passes nova-compute's hooks ask for, in one of
 two ways chosen once, at activation (``make``), each a class of its own
 behind that one ``typing.Protocol``:
 
-* ``ThreadPasses``, native threads (nova 32 and later,
-                                    nova 34's default): the same
-  ``runtime.service.BindingService`` that ``nova-pinning agent`` runs,
-  on a daemon thread of this process: its model, coalescer, vCPU count
-  polls and metrics; nova's overcommit file written before each pass
-  (``ratiofile.RatioFile``); the timer is nova's ``periodic_interval``.
-  libvirt's event loop is process-wide and nova's driver registers and
-  runs it (in ``init_host``); once ``init_host`` has returned, the pass
-  thread reopens its connection with our domain events on it, and
-  nova's event thread delivers them: each callback marks the model and
-  queues a request, nothing more, so nova's loop is never held. Before
-  that, and if nova's loop is absent, the hooks, the polls and the
-  periodic pass drive the passes.
+* ``ThreadPasses``, native threads (nova 32 and later, nova 34's
+  default): the same ``runtime.service.BindingService`` that
+  ``nova-pinning agent`` runs, on a daemon thread of this process: its
+  model, coalescer, vCPU count polls and metrics; nova's overcommit file
+  written before each pass (``ratiofile.RatioFile``); the timer is
+  nova's ``periodic_interval``. libvirt's event loop is process-wide and
+  nova's driver registers and runs it (in ``init_host``); once
+  ``init_host`` has returned, the pass thread reopens its connection
+  with our domain events on it, and nova's event thread delivers them:
+  each callback marks the model and queues a request, nothing more, so
+  nova's loop is never held. Before that, and if nova's loop is absent,
+  the hooks, the polls and the periodic pass drive the passes.
 * ``WorkerPasses``, eventlet (older nova, or ``concurrency_backend =
-  eventlet``): a libvirt
-  call would freeze every green thread, so passes run in one long-lived
-  worker process, ``nova-pinning agent --requests-on-stdin`` with nova's
-  own configuration files (the same ``BindingService`` there: its own
-  connection, model, events and polls); each request is one line
-  written to its standard input without blocking, and a worker that
-  died is started again at the next request.
+  eventlet``): a libvirt call would freeze every green thread, so passes
+  run in one long-lived worker process, ``nova-pinning agent
+  --requests-on-stdin`` with nova's own configuration files (the same
+  ``BindingService`` there: its own connection, model, events and
+  polls); each request is one line written to its standard input without
+  blocking, and a worker that died is started again at the next request.
 
 Invariants:
 

@@ -162,7 +162,7 @@ def _names() -> tuple[dict[str, set[str]],
     return known, deprecated
 
 
-def config_files(conf: typing.Any) -> list[str]:
+def config_files(conf: cfg.ConfigOpts) -> list[str]:
     """The configuration files ``conf`` was parsed from, in order
     (``--config-dir``'s ``*.conf`` after them, sorted), that exist."""
     files = list(conf.config_file or [])
@@ -186,7 +186,7 @@ def read_sections(path: str) -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def option_problems(conf: typing.Any) -> list[str]:
+def option_problems(conf: cfg.ConfigOpts) -> list[str]:
     """What ``check_known_options`` refuses, every instance of it, one
     line each: in a section of this package an option it does not have,
     or a section whose name looks like one of this package's and is not
@@ -218,7 +218,7 @@ def option_problems(conf: typing.Any) -> list[str]:
     return problems
 
 
-def deprecated_options(conf: typing.Any) -> list[str]:
+def deprecated_options(conf: cfg.ConfigOpts) -> list[str]:
     """Each option of this package's that the configuration files set
     under a deprecated name, or that is deprecated for removal, one line
     each naming the file. Raises ``UsageError`` for a file that does not
@@ -234,7 +234,7 @@ def deprecated_options(conf: typing.Any) -> list[str]:
     return found
 
 
-def check_known_options(conf: typing.Any) -> None:
+def check_known_options(conf: cfg.ConfigOpts) -> None:
     """Refuse configuration files that name, in a section of this
     package, an option it does not have, or that hold a section whose
     name looks like one of this package's and is not
@@ -267,7 +267,7 @@ def read_input(path: str, stdin: typing.Optional[typing.BinaryIO] = None
                          % (path, exc.reason)) from None
 
 
-def parse(conf: typing.Any, argv: typing.Optional[typing.Sequence[str]],
+def parse(conf: cfg.ConfigOpts, argv: typing.Optional[typing.Sequence[str]],
           project: str, prog: str) -> None:
     """``conf(argv)``; every failure a one-line ``UsageError``.
 
@@ -323,7 +323,7 @@ def option_error(exc: BaseException) -> str:
     return text
 
 
-def value_problems(conf: typing.Any) -> list[str]:
+def value_problems(conf: cfg.ConfigOpts) -> list[str]:
     """Every option value the configuration files give that oslo.config
     refuses, or a float that is not finite, one line each. oslo.config
     parses file values lazily: each option is read once here."""
@@ -358,7 +358,7 @@ def value_problems(conf: typing.Any) -> list[str]:
     return problems
 
 
-def validate_options(conf: typing.Any) -> None:
+def validate_options(conf: cfg.ConfigOpts) -> None:
     """Read every option once, so a bad value in a configuration file is
     refused now (exit 2) rather than when first used, mid-command, as a
     traceback (``value_problems``: the first). Floats must also be
@@ -368,7 +368,7 @@ def validate_options(conf: typing.Any) -> None:
         raise UsageError(problems[0])
 
 
-def setup_logging(conf: typing.Any, prog: str) -> None:
+def setup_logging(conf: cfg.ConfigOpts, prog: str) -> None:
     """oslo.log's set-up; without ``--debug`` no log record prints a
     traceback: its exception is appended to its one line instead."""
     import logging as std_logging
@@ -416,7 +416,7 @@ def error(prog: str, what: object, status: int) -> int:
     return status
 
 
-def run(prog: str, conf: typing.Any,
+def run(prog: str, conf: cfg.ConfigOpts,
         command: typing.Callable[[], CommandOutput],
         usage: tuple[type[Exception], ...] = (),
         failed: tuple[type[Exception], ...] = (),
@@ -447,7 +447,7 @@ def run(prog: str, conf: typing.Any,
     return status
 
 
-def report_unexpected(prog: str, conf: typing.Any,
+def report_unexpected(prog: str, conf: cfg.ConfigOpts,
                       exc: BaseException) -> int:
     """One line for a failure nobody foresaw; the traceback only with
     ``--debug``. Returns exit status 1."""

@@ -152,7 +152,11 @@ def _live(name: str
           ) -> typing.Callable[[cfg.ConfigOpts], common.CommandOutput]:
     def run(conf: cfg.ConfigOpts) -> common.CommandOutput:
         from nova_pinning_hooks.cmd import live
-        return getattr(live, name)(conf)
+        # A name from _LIVE_COMMANDS, looked up late: cmd.live imports
+        # libvirt, which plan and check never need.
+        command: typing.Callable[[cfg.ConfigOpts], common.CommandOutput] = (
+            getattr(live, name))
+        return command(conf)
     return run
 
 

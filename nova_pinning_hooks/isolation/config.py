@@ -190,7 +190,7 @@ def _memory_nodes(opts: typing.Any,
 
 def _memory_limit(opts: typing.Any,
                   paths: HostPaths) -> typing.Optional[int]:
-    limit = opts.memory_limit_mib
+    limit: typing.Optional[int] = opts.memory_limit_mib
     if not limit:
         return None
     if limit < MIN_MEMORY_LIMIT_MIB:

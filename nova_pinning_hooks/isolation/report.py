@@ -172,11 +172,19 @@ def agent_status(conf: typing.Any, settings: config.Settings,
 def published(conf: typing.Any,
               paths: config.HostPaths = config.HOST) -> dict[str, typing.Any]:
     """What the agent published after its last sweep
+    (``published_in``, from ``[nova_pinning_isolation] state_file``).
+    Never raises."""
+    return published_in(conf.nova_pinning_isolation.state_file, paths)
+
+
+def published_in(state_file: str,
+                 paths: config.HostPaths = config.HOST
+                 ) -> dict[str, typing.Any]:
+    """What the agent published after its last sweep in ``state_file``
     (``statusfile.read``): one small file, never systemd. Never
     raises."""
     try:
-        return statusfile.read(conf.nova_pinning_isolation.state_file,
-                               paths.proc)
+        return statusfile.read(state_file, paths.proc)
     except Exception as exc:  # a status line must not break the caller
         LOG.exception('isolation: reading the published status failed')
         return {'state': 'unknown', 'status_written': 0,

@@ -123,7 +123,8 @@ def _validate(doc: typing.Any, path: str) -> dict[str, typing.Any]:
     status = doc.get('status')
     require(isinstance(status, dict) and _plain(status, _DEPTH) and
             isinstance(status.get('state'), str), 'bad "status"')
-    return doc
+    checked: dict[str, typing.Any] = doc  # a JSON object: required first
+    return checked
 
 
 def read(state_file: str, proc: str = '/proc',

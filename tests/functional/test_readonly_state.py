@@ -62,7 +62,8 @@ conf.set_override('overcommit_file', read, group='nova_pinning')
 conf.set_override('reserved_cpus', '1', group='nova_pinning')
 out = {'writable': writable}
 try:
-    out['shared_cpus'] = settings.load(conf).shared_cpus
+    out['shared_cpus'] = settings.load(
+        settings.read(conf).passes.ratio).shared_cpus
 except settings.SettingsError as exc:
     out['settings_error'] = str(exc)
 try:

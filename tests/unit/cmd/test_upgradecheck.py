@@ -525,7 +525,7 @@ class TestPinnedGuests(ChecksTestCase):
         for name in names:
             dom = self.fake.add_domain(name, 1, xml=hosts.domain_xml(name, 1))
             host.apply([plan_mod.PinChange(
-                dom.UUIDString(), name, 'vcpu', 0, None,
+                dom.UUIDString(), name, plan_mod.ChangeKind.VCPU, 0, None,
                 cpuset.parse('1'))])
 
     def test_none(self):

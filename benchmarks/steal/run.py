@@ -47,6 +47,7 @@ import libvirt  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
+from nova_pinning_hooks.isolation import config as iso_config  # noqa: E402
 from nova_pinning_hooks.isolation import isolator  # noqa: E402
 from nova_pinning_hooks.passes import reconciler  # noqa: E402
 from nova_pinning_hooks.passes import settings as settings_mod  # noqa: E402
@@ -137,7 +138,7 @@ def one_run(conn, config, elf, tmp, first_tick=FIRST_TICK):
             result = rec.run_pass()
             rec.close()
             assert result.error is None, result.error
-            iso = isolator.Isolator(conf)
+            iso = isolator.Isolator(iso_config.read(conf))
             iso.apply()
         conf = make_conf(tmp)
         uuid = dom.UUIDString()

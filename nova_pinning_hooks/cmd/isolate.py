@@ -135,7 +135,7 @@ def _pins_text(st: dict[str, typing.Any]) -> list[str]:
 
 
 def _watch(conf: cfg.ConfigOpts) -> str:
-    iso = isolator.Isolator(conf)
+    iso = isolator.Isolator(config.read(conf))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -144,14 +144,15 @@ def _watch(conf: cfg.ConfigOpts) -> str:
 
 
 def _apply(conf: cfg.ConfigOpts) -> str:
-    iso = isolator.Isolator(conf)
+    iso = isolator.Isolator(config.read(conf))
     moved = iso.apply()
+    # The CPUs as configured (the text), as before the records.
     return '%s: host processes confined to CPUs %s; %d moved now\n' % (
-        iso.settings.mode, conf.nova_pinning.reserved_cpus, moved)
+        iso.settings.mode, iso.options.reserved_cpus, moved)
 
 
 def _undo(conf: cfg.ConfigOpts) -> str:
-    result = restore.undo(conf)
+    result = restore.undo(config.read(conf))
     if result.mode is None and not result.failures:
         return 'nothing to undo\n'
     if result.earlier_boot:
@@ -185,8 +186,9 @@ def _unknown(st: dict[str, typing.Any]) -> typing.Optional[str]:
 
 
 def _status(conf: cfg.ConfigOpts) -> common.CommandOutput:
-    st = report.status(conf)
-    agent = report.published(conf)
+    options = config.read(conf)
+    st = report.status(options)
+    agent = report.published(options)
     st['agent'] = {k: agent[k] for k in AGENT_KEYS if k in agent}
     if conf.command.format == 'json':
         text = json.dumps(st, indent=1, sort_keys=True) + '\n'

@@ -75,7 +75,7 @@ def _isolation_status(conf: cfg.ConfigOpts) -> dict[str, typing.Any]:
     last sweep (never asks systemd: ``nova-pinning-isolate status``
     does)."""
     try:
-        return report.published(conf)
+        return report.published_in(conf.nova_pinning_isolation.state_file)
     except Exception as exc:  # isolation is optional for binding
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
 

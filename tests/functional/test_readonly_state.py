@@ -69,7 +69,7 @@ except settings.SettingsError as exc:
 try:
     # What the isolation agent checks before it confines anything (it
     # reads the host, changes nothing).
-    isolation_config.load(conf)
+    isolation_config.load(isolation_config.read(conf))
     out['isolation'] = 'checked'
 except isolation_config.ConfigError as exc:
     out['isolation_error'] = str(exc)

@@ -99,7 +99,7 @@ class TestReaders(testtools.TestCase):
         conf.set_override('state_file', path, 'nova_pinning_isolation')
         # status, as nova-pinning-isolate status shows it (configuration
         # refused here: no reserved CPUs), from the state alone.
-        got = report.status(conf, iso_config.HostPaths(
+        got = report.status(iso_config.read(conf), iso_config.HostPaths(
             proc=os.path.join(self.tmp, 'proc')))
         self.assertEqual(('applied', 'systemd', '0', 0),
                          (got['state'], got['applied_mode'],

@@ -35,6 +35,7 @@ from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
 from nova_pinning_hooks.engine import policy  # noqa: E402
 from nova_pinning_hooks.engine import snapshot as snapshot_mod  # noqa: E402
 from nova_pinning_hooks.passes import reconciler  # noqa: E402
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.fixtures import FakeLibvirtFixture  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 
@@ -94,7 +95,7 @@ class Day:
         conf.set_override('reserved_cpus', '0,56', 'nova_pinning')
         conf.set_override('lock_path', tmp, 'nova_pinning')
         self.conf = conf
-        self.rec = reconciler.Reconciler(conf)
+        self.rec = reconciler.Reconciler(settings_mod.read(conf).passes)
         self.specs = {}  # name -> (vcpus, node)
         self.results = []
 

@@ -42,6 +42,7 @@ from nova_pinning_hooks.host import libvirtapi  # noqa: E402
 from nova_pinning_hooks.host import model as model_mod  # noqa: E402
 from nova_pinning_hooks.host import virtread  # noqa: E402
 from nova_pinning_hooks.passes import reconciler  # noqa: E402
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests import fakelibvirt  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 
@@ -129,9 +130,9 @@ def main():
             fakelibvirt.register(URI, fake)
             virtread.Reader._bench_fake = fake
             conf = conf_for(tmp)
-            full = reconciler.Reconciler(conf)
+            full = reconciler.Reconciler(settings_mod.read(conf).passes)
             model = model_mod.HostModel()
-            inc = reconciler.Reconciler(conf, model=model)
+            inc = reconciler.Reconciler(settings_mod.read(conf).passes, model=model)
             for rec in (full, inc, full, inc):
                 rec.run_pass()  # settle: every guest bound
             rows = [('full', full, settle), ('unchanged', inc, settle)]

@@ -51,7 +51,8 @@ class StrictInteger(types.Integer):
         if isinstance(value, str) and value.strip() and \
                 _INTEGER.fullmatch(value.strip()) is None:
             raise ValueError('%.40r is not an integer' % value)
-        return super().__call__(value)
+        result: typing.Optional[int] = super().__call__(value)
+        return result
 
 
 class FiniteFloat(types.Float):
@@ -62,7 +63,7 @@ class FiniteFloat(types.Float):
                 _FLOAT.fullmatch(value.strip()) is None or
                 not math.isfinite(float(value))):
             raise ValueError('%.40r is not a finite number' % value)
-        result = super().__call__(value)
+        result: typing.Optional[float] = super().__call__(value)
         if result is not None and not math.isfinite(result):
             raise ValueError('%r is not a finite number' % result)
         return result
@@ -73,13 +74,13 @@ class ListenAddress(types.String):
     empty."""
 
     def __call__(self, value: typing.Any) -> str:
-        value = super().__call__(value)
-        if value:
+        text: str = super().__call__(value)
+        if text:
             # Imported here: nova and oslo-config-generator load this
             # module for the options alone, not for an HTTP server.
             from nova_pinning_hooks.observe import httpserve
-            httpserve.parse_listen(value)  # ValueError says why
-        return value
+            httpserve.parse_listen(text)  # ValueError says why
+        return text
 
 
 class IntOpt(cfg.IntOpt):

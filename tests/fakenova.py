@@ -1,11 +1,14 @@
 """A fake nova distribution on disk, for the child Python that
 ``nova-pinning-status upgrade check`` asks (``nova.compatprobe``): just
-the names ``nova.compat`` looks for, in the shapes nova 29 to 34 have
-them, and the distribution's metadata (its version). Put its directory
+the names ``nova.compat`` looks for, in the shapes the supported nova
+releases have them (tools/nova-releases), and the distribution's
+metadata (its version: the newest release's unless told). Put its directory
 on the child's ``PYTHONPATH``."""
 
 import os
 import textwrap
+
+from tests import nova_releases
 
 DRIVER = '''
 class LibvirtDriver:
@@ -25,10 +28,13 @@ def get_updated_guest_xml(instance, guest, migrate_data, get_volume_config,
 '''
 
 
-def make(top, version='34.0.0', lacking=(), broken=None):
-    """nova ``version`` under ``top``. ``lacking``: names left out
-    (``_get_existing_domain_xml``, ``get_updated_guest_xml``);
+def make(top, version=None, lacking=(), broken=None):
+    """nova ``version`` (None: the newest release's) under ``top``.
+    ``lacking``: names left out (``_get_existing_domain_xml``,
+    ``get_updated_guest_xml``);
     ``broken``: the driver module raises this text as an ImportError."""
+    version = version or nova_releases.newest().nova
+
     def put(rel, text):
         path = os.path.join(top, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -24,13 +24,24 @@ from tests import fakelibvirt
 def host_options(**overrides):
     """``virt.HostOptions`` with conf.py's defaults, and ``overrides``."""
     from nova_pinning_hooks import conf as conf_mod
-    from nova_pinning_hooks.passes import reconciler
+    from nova_pinning_hooks.passes import settings
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     conf([], default_config_files=[])
     for name, value in overrides.items():
         conf.set_override(name, value, group='nova_pinning')
-    return reconciler.host_options(conf)
+    return settings.read(conf).passes.host
+
+
+def pass_runner(conf, out_of_process):
+    """The in-nova pass runner ``activation.activate`` would make from
+    ``conf`` (nova's options registered), in the mode asked for."""
+    from nova_pinning_hooks.nova import passrunner
+    from nova_pinning_hooks.nova import ratiofile
+    from nova_pinning_hooks.passes import settings
+    return passrunner.make(settings.read(conf),
+                           ratiofile.NovaOptions.read(conf),
+                           out_of_process=out_of_process)
 
 class FakeLibvirtFixture(fixtures.Fixture):
 
@@ -85,7 +96,7 @@ def run_agent(test, agent, join_timeout=10):
 
 
 def current_runtime():
-    """The runtime ``activation.activate`` made in this process, or None
+    """The pass runner ``activation.activate`` made in this process, or None
     (what was ``activation.current``; only the tests ask)."""
     from nova_pinning_hooks.nova import activation
     return activation._RUNTIME

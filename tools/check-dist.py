@@ -7,8 +7,9 @@
    ``twine check --strict`` passes on both.
 2. The wheel's requirements name libvirt-python only in the ``libvirt``
    extra.
-3. For nova 29 and 34 (tools/constraints/nova-NN.txt), pip's resolution
-   of installing the wheel with the series' constraints (``pip install
+3. For the oldest and the newest nova release (tools/nova-releases;
+   constraints: tools/constraints/nova-NN.txt), pip's resolution of
+   installing the wheel with the series' constraints (``pip install
    --dry-run --report``, nothing written), with no C compiler on PATH
    (c): every item pip would install is a wheel, or an sdist that then
    builds here, with no compiler, into a pure-Python wheel (nova 29's
@@ -30,6 +31,7 @@ Each failure is one line; exit 1 if any, else 0.
 """
 
 import configparser
+import importlib.util
 import json
 import os
 import subprocess
@@ -38,8 +40,15 @@ import tempfile
 import zipfile
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-SERIES = (29, 34)
-NOVA = {29: '29.4.0', 34: '34.0.0'}  # as tox.ini's nova-release
+# Loaded by its path: tox runs this with PYTHONSAFEPATH=1, which leaves
+# the script's directory off sys.path.
+_spec = importlib.util.spec_from_file_location(
+    'nova_releases', os.path.join(TOP, 'tools', 'nova_releases.py'))
+assert _spec and _spec.loader
+nova_releases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nova_releases)
+SERIES = tuple(r.series for r in nova_releases.ci())
+NOVA = {r.series: r.nova for r in nova_releases.ci()}  # as tox.ini's
 DEBIAN_PYTHON = '/usr/bin/python3'
 
 

@@ -19,7 +19,9 @@
 #
 #   tools/cloud.sh demo               # up, then boot three guests through
 #                                     # the API and show their pins
-#   tools/cloud.sh up [--series 34|29] [--package on|off] [--compute2 host|kolla]
+#   tools/cloud.sh up [--series N] [--package on|off] [--compute2 host|kolla]
+#                                     # N: a release of tools/nova-releases
+#                                     # with cloud=, the newest by default
 #                                     # --compute2 kolla: nph-compute2 in
 #                                     # kolla-ansible's containers (below)
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
@@ -44,9 +46,10 @@
 # /etc/openstack/clouds.yaml gets the clouds ``nph`` (a member) and
 # ``nph-admin`` (admin): ``openstack --os-cloud nph-admin server list``.
 #
-# --compute2 kolla (kept in the state directory, like the series; series
-# 34 only: kolla's image holds nova 34): nph-compute2's libvirtd runs in
-# the nova_libvirt container and its nova-compute (nova 34 from kolla's
+# --compute2 kolla (kept in the state directory, like the series; the
+# series tools/nova-releases marks kolla only: kolla's image holds that
+# nova): nph-compute2's libvirtd runs in
+# the nova_libvirt container and its nova-compute (that nova from kolla's
 # venv in the image, the package installed into it as deploy.rst tells
 # kolla operators) in nova_compute, in its own PID namespace, both
 # started by tools/kolla-compute.sh with kolla-ansible's options (host
@@ -55,9 +58,9 @@
 # ("The cloud's nph-compute2 in kolla's containers").
 #
 # This file is the command: its options and subcommands. What each does
-# is in tools/cloud/ (one part a concern, functions only; the nova
-# releases in tools/cloud/releases.sh, one writer a service's
-# configuration in tools/cloud/config/), and the helpers every tool
+# is in tools/cloud/ (one part a concern, functions only; what it takes
+# from tools/nova-releases in tools/cloud/releases.sh, one writer a
+# service's configuration in tools/cloud/config/), and the helpers every tool
 # shares (log, die, spawn, stop_proc, wait_http, try) in tools/lib/common.sh.
 # shellcheck source-path=SCRIPTDIR/..
 set -euo pipefail

@@ -62,8 +62,11 @@ else
 fi
 
 cache=${NPH_KOLLA_CACHE:-/var/cache/nova-pinning-hooks/kolla}
-constraints=$top/tools/constraints/nova-34.txt
-nova_version=34.0.0
+# shellcheck source=tools/nova-releases.sh
+. "$top/tools/nova-releases.sh"  # kolla's nova: the list's kolla line
+kolla_series=$(nova_with kolla)
+constraints=$top/tools/constraints/nova-$kolla_series.txt
+nova_version=$(nova_pypi_version "$kolla_series")
 
 if ! command -v podman >/dev/null; then
     log "installing Debian's podman"
@@ -224,7 +227,7 @@ libvirt_image=$(stage nova-libvirt)
 # nova-base (deb): Debian's python3-libvirt (the venv sees it through
 # --system-site-packages: kolla installs no libvirt-python into the venv,
 # nova does not require one), then nova with the constraints. kolla
-# installs nova from its source tarball (/nova); here nova 34.0.0 from
+# installs nova from its source tarball (/nova); here $nova_version from
 # PyPI, the same release. nova-compute adds oslo-vmware. Of kolla's
 # openstack_base_pip_packages (a long list every service image shares),
 # only what nova-compute needs and nova does not require: pyroute2,

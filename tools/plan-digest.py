@@ -2,7 +2,7 @@
 """Every plan the plan command prints over the fixtures, to compare two
 trees byte for byte (a refactoring must not change one plan).
 
-    python3 tools/plan-digest.py TREE OUT     # writes OUT, prints digests
+    .tox/py3/bin/python tools/plan-digest.py TREE OUT  # writes OUT
     cmp before.txt after.txt
 
 ``TREE`` is a checkout of this repository (the one whose code plans);
@@ -95,6 +95,7 @@ def main(argv):
     tree, out_path = os.path.abspath(argv[1]), argv[2]
     env = dict(os.environ, PYTHONPATH=tree)
     whole = hashlib.sha256()
+    broken = 0
     with tempfile.TemporaryDirectory() as tmp, open(out_path, 'w') as out:
         for mode in ('guest', 'shared'):
             conf = os.path.join(tmp, '%s.conf' % mode)
@@ -112,10 +113,20 @@ def main(argv):
                         label, mode, fmt, run.returncode)
                     text = head + run.stdout + run.stderr
                     out.write(text)
+                    broken += 'Traceback (most recent call last)' in text
                     whole.update(text.encode())
                     print('%s  %s' % (hashlib.sha256(
                         text.encode()).hexdigest()[:16], head.strip()))
     print('%s  all' % whole.hexdigest())
+    if broken:
+        # A tree that cannot plan at all (run by a Python without the
+        # package's requirements: oslo.config ...) prints the same
+        # traceback before and after: two equal files would prove nothing.
+        sys.stderr.write('plan-digest.py: %d of the runs failed with a '
+                         'traceback (run me with a Python that has the '
+                         "package's requirements, e.g. .tox/py3/bin/python)"
+                         '\n' % broken)
+        return 1
     return 0
 
 

@@ -4,18 +4,18 @@
 # functional (a real libvirtd with real qemu guests, pins
 # checked in /proc), the VM tests (a 2-socket SMT host with systemd and
 # cgroup v2, booted under qemu), and the nova integration tests against
-# nova from PyPI: the oldest (29) and newest (34) nova releases the
-# package supports.
+# nova from PyPI: the oldest and newest nova releases the package
+# supports (tools/nova-releases, the one list).
 # It installs what it needs itself (Debian packages, libvirtd, tox).
 #
-#   tools/run-tests.sh              # everything, nova 29 and 34, starting
+#   tools/run-tests.sh              # everything, oldest and newest nova, starting
 #                                   # with the README's demo (tools/demo.sh)
 #   tools/run-tests.sh demo         # the demo alone, counted as one test
 #   tools/run-tests.sh py3 pep8     # chosen tox environments only
 #   (build, before the tests: the release's sdist and wheel, twine check,
-#   and installing the wheel with nova 29's and 34's constraints)
+#   and installing the wheel with the oldest and newest nova's constraints)
 #   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
-#                                   # release, 29 to 34 (doc/source/nova.rst)
+#                                   # release of the list (doc/source/nova.rst)
 #   tools/run-tests.sh cloud        # the one-machine cloud (tools/cloud.sh,
 #                                   # brought up first) and tests/cloud
 #   tools/run-tests.sh tempest      # upstream tempest's compute API tests
@@ -56,7 +56,9 @@ echo "=== machine: $(cpuinfo vendor_id), $(cpuinfo 'model name')" \
      "$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo);" \
      "kernel $(uname -r); /dev/kvm $([ -e /dev/kvm ] && echo present || echo absent) ==="
 
-releases=(29 30 31 32 33 34)
+# shellcheck source=tools/nova-releases.sh
+. tools/nova-releases.sh  # the supported nova releases, oldest first
+mapfile -t releases < <(nova_releases)
 cloud_layout=${NPH_CLOUD_COMPUTE2:-kolla}
 case "$cloud_layout" in kolla|host) ;;
     *) die "NPH_CLOUD_COMPUTE2 is kolla or host, not '$cloud_layout'" ;;

@@ -47,8 +47,10 @@ import libvirt  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
+from nova_pinning_hooks.isolation import config as iso_config  # noqa: E402
 from nova_pinning_hooks.isolation import isolator  # noqa: E402
 from nova_pinning_hooks.passes import reconciler  # noqa: E402
+from nova_pinning_hooks.passes import settings as settings_mod  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = '/var/tmp/nph-steal'
@@ -101,7 +103,7 @@ def make_conf(tmp):
 def _package_sample(conf, uuid):
     """(monotonic time, delay ns, time ns) of the guest, as the package
     reads it."""
-    rec = reconciler.Reconciler(conf)
+    rec = reconciler.Reconciler(settings_mod.read(conf).passes)
     try:
         taken, sample = rec.vcpu_stats()
     finally:
@@ -132,11 +134,11 @@ def one_run(conn, config, elf, tmp, first_tick=FIRST_TICK):
             dom.pinEmulator((False, True), live)
         elif config == 'package':
             conf = make_conf(tmp)
-            rec = reconciler.Reconciler(conf)
+            rec = reconciler.Reconciler(settings_mod.read(conf).passes)
             result = rec.run_pass()
             rec.close()
             assert result.error is None, result.error
-            iso = isolator.Isolator(conf)
+            iso = isolator.Isolator(iso_config.read(conf))
             iso.apply()
         conf = make_conf(tmp)
         uuid = dom.UUIDString()

@@ -7,14 +7,21 @@ Exit status of every command (``doc/source/security.rst``):
   hung, a pass cut short, changes skipped, cgroupfs refused): one line on
   stderr; a pass still prints what it did;
 * 2: bad input or configuration, found before anything changed: one line
-  on stderr, nothing on stdout.
+  on stderr, nothing on stdout;
+* 130: interrupted (SIGINT).
+
+``run`` maps a command's outcome to these, for every command.
 """
 
 import errno
 import glob
 import logging
 import os
+import sys
 import typing
+
+from oslo_config import cfg
+from oslo_log import log as oslo_log
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import snapshot
@@ -27,6 +34,11 @@ SNAPSHOT_LIMIT = snapshot.MAX_BYTES
 # What a sub-command of ``nova-pinning`` returns: the text for stdout, or
 # (that text, exit status, the one line for stderr).
 CommandOutput = typing.Union[str, tuple[str, int, str]]
+
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
@@ -150,7 +162,7 @@ def _names() -> tuple[dict[str, set[str]],
     return known, deprecated
 
 
-def config_files(conf: typing.Any) -> list[str]:
+def config_files(conf: cfg.ConfigOpts) -> list[str]:
     """The configuration files ``conf`` was parsed from, in order
     (``--config-dir``'s ``*.conf`` after them, sorted), that exist."""
     files = list(conf.config_file or [])
@@ -174,7 +186,7 @@ def read_sections(path: str) -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def option_problems(conf: typing.Any) -> list[str]:
+def option_problems(conf: cfg.ConfigOpts) -> list[str]:
     """What ``check_known_options`` refuses, every instance of it, one
     line each: in a section of this package an option it does not have,
     or a section whose name looks like one of this package's and is not
@@ -206,7 +218,7 @@ def option_problems(conf: typing.Any) -> list[str]:
     return problems
 
 
-def deprecated_options(conf: typing.Any) -> list[str]:
+def deprecated_options(conf: cfg.ConfigOpts) -> list[str]:
     """Each option of this package's that the configuration files set
     under a deprecated name, or that is deprecated for removal, one line
     each naming the file. Raises ``UsageError`` for a file that does not
@@ -222,7 +234,7 @@ def deprecated_options(conf: typing.Any) -> list[str]:
     return found
 
 
-def check_known_options(conf: typing.Any) -> None:
+def check_known_options(conf: cfg.ConfigOpts) -> None:
     """Refuse configuration files that name, in a section of this
     package, an option it does not have, or that hold a section whose
     name looks like one of this package's and is not
@@ -255,7 +267,7 @@ def read_input(path: str, stdin: typing.Optional[typing.BinaryIO] = None
                          % (path, exc.reason)) from None
 
 
-def parse(conf: typing.Any, argv: typing.Optional[typing.Sequence[str]],
+def parse(conf: cfg.ConfigOpts, argv: typing.Optional[typing.Sequence[str]],
           project: str, prog: str) -> None:
     """``conf(argv)``; every failure a one-line ``UsageError``.
 
@@ -311,7 +323,7 @@ def option_error(exc: BaseException) -> str:
     return text
 
 
-def value_problems(conf: typing.Any) -> list[str]:
+def value_problems(conf: cfg.ConfigOpts) -> list[str]:
     """Every option value the configuration files give that oslo.config
     refuses, or a float that is not finite, one line each. oslo.config
     parses file values lazily: each option is read once here."""
@@ -346,7 +358,7 @@ def value_problems(conf: typing.Any) -> list[str]:
     return problems
 
 
-def validate_options(conf: typing.Any) -> None:
+def validate_options(conf: cfg.ConfigOpts) -> None:
     """Read every option once, so a bad value in a configuration file is
     refused now (exit 2) rather than when first used, mid-command, as a
     traceback (``value_problems``: the first). Floats must also be
@@ -356,7 +368,7 @@ def validate_options(conf: typing.Any) -> None:
         raise UsageError(problems[0])
 
 
-def setup_logging(conf: typing.Any, prog: str) -> None:
+def setup_logging(conf: cfg.ConfigOpts, prog: str) -> None:
     """oslo.log's set-up; without ``--debug`` no log record prints a
     traceback: its exception is appended to its one line instead."""
     import logging as std_logging
@@ -388,11 +400,57 @@ class _OneLineRecords:
         return True
 
 
-def report_unexpected(prog: str, conf: typing.Any,
+def new_conf() -> cfg.ConfigOpts:
+    """A configuration with the package's options and oslo.log's, that
+    logs to stderr: stdout is the command's output (JSON)."""
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    oslo_log.register_options(conf)
+    conf.set_default('use_stderr', True)
+    return conf
+
+
+def error(prog: str, what: object, status: int) -> int:
+    """The one line of an error on stderr; returns ``status``."""
+    sys.stderr.write('%s: error: %s\n' % (prog, what))
+    return status
+
+
+def run(prog: str, conf: cfg.ConfigOpts,
+        command: typing.Callable[[], CommandOutput],
+        usage: tuple[type[Exception], ...] = (),
+        failed: tuple[type[Exception], ...] = (),
+        unexpected: int = EXIT_FAILED) -> int:
+    """Run ``command``, write its text to stdout, and return the exit
+    status: the status it returned (its message as the error line), else
+    0; ``EXIT_USAGE`` for the exceptions of ``usage``, ``EXIT_FAILED``
+    for those of ``failed``, ``EXIT_INTERRUPTED`` for an interrupt, and
+    ``unexpected`` for anything else (``report_unexpected``)."""
+    try:
+        output = command()
+    except usage as exc:
+        return error(prog, exc, EXIT_USAGE)
+    except failed as exc:
+        return error(prog, exc, EXIT_FAILED)
+    except KeyboardInterrupt:
+        return error(prog, 'interrupted', EXIT_INTERRUPTED)
+    except Exception as exc:
+        report_unexpected(prog, conf, exc)
+        return unexpected
+    if isinstance(output, str):
+        output = (output, 0, '')
+    text, status, message = output
+    sys.stdout.write(text)
+    if message:
+        sys.stdout.flush()  # the text first, then its error line
+        error(prog, message, status)
+    return status
+
+
+def report_unexpected(prog: str, conf: cfg.ConfigOpts,
                       exc: BaseException) -> int:
     """One line for a failure nobody foresaw; the traceback only with
     ``--debug``. Returns exit status 1."""
-    import sys
     import traceback
     if getattr(conf, 'debug', False):
         traceback.print_exc(file=sys.stderr)

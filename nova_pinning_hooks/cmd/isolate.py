@@ -28,10 +28,8 @@ import threading
 import typing
 
 from oslo_config import cfg
-from oslo_log import log as logging
 
 from nova_pinning_hooks.cmd import common
-from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
@@ -137,7 +135,7 @@ def _pins_text(st: dict[str, typing.Any]) -> list[str]:
 
 
 def _watch(conf: cfg.ConfigOpts) -> str:
-    iso = isolator.Isolator(conf)
+    iso = isolator.Isolator(config.read(conf))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -146,14 +144,15 @@ def _watch(conf: cfg.ConfigOpts) -> str:
 
 
 def _apply(conf: cfg.ConfigOpts) -> str:
-    iso = isolator.Isolator(conf)
+    iso = isolator.Isolator(config.read(conf))
     moved = iso.apply()
+    # The CPUs as configured (the text), as before the records.
     return '%s: host processes confined to CPUs %s; %d moved now\n' % (
-        iso.settings.mode, conf.nova_pinning.reserved_cpus, moved)
+        iso.settings.mode, iso.options.reserved_cpus, moved)
 
 
 def _undo(conf: cfg.ConfigOpts) -> str:
-    result = restore.undo(conf)
+    result = restore.undo(config.read(conf))
     if result.mode is None and not result.failures:
         return 'nothing to undo\n'
     if result.earlier_boot:
@@ -187,8 +186,9 @@ def _unknown(st: dict[str, typing.Any]) -> typing.Optional[str]:
 
 
 def _status(conf: cfg.ConfigOpts) -> common.CommandOutput:
-    st = report.status(conf)
-    agent = report.published(conf)
+    options = config.read(conf)
+    st = report.status(options)
+    agent = report.published(options)
     st['agent'] = {k: agent[k] for k in AGENT_KEYS if k in agent}
     if conf.command.format == 'json':
         text = json.dumps(st, indent=1, sort_keys=True) + '\n'
@@ -207,10 +207,7 @@ COMMANDS: dict[str, typing.Callable[[cfg.ConfigOpts],
 
 def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    logging.register_options(conf)
-    conf.set_default('use_stderr', True)  # stdout is the output (JSON)
+    conf = common.new_conf()
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers))
     try:
         common.check_config_files(argv, 'nova-pinning-hooks', PROG)
@@ -218,30 +215,12 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
         common.check_known_options(conf)
         common.validate_options(conf)
     except common.UsageError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
+        return common.error(PROG, exc, common.EXIT_USAGE)
     common.setup_logging(conf, PROG)
-    try:
-        output = COMMANDS[conf.command.name](conf)
-    except config.ConfigError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
-    except (BackendError, state.StateError, OSError) as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write('%s: error: interrupted\n' % PROG)
-        return 130
-    except Exception as exc:
-        return common.report_unexpected(PROG, conf, exc)
-    code, message = 0, None
-    if isinstance(output, tuple):  # (text, status, one-line message)
-        output, code, message = output
-    sys.stdout.write(output)
-    if message:
-        sys.stdout.flush()
-        sys.stderr.write('%s: error: %s\n' % (PROG, message))
-    return code
+    return common.run(PROG, conf,
+                      lambda: COMMANDS[conf.command.name](conf),
+                      usage=(config.ConfigError,),
+                      failed=(BackendError, state.StateError, OSError))
 
 
 if __name__ == '__main__':

@@ -11,6 +11,8 @@ import time
 import types
 import typing
 
+from oslo_config import cfg
+
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import plan as plan_mod
@@ -30,17 +32,23 @@ from nova_pinning_hooks.runtime import service
 _T = typing.TypeVar('_T')
 
 
-def _reconciler(conf: typing.Any) -> reconciler.Reconciler:
+def _settings(conf: cfg.ConfigOpts) -> settings_mod.RuntimeSettings:
+    """The configuration's records (``settings.read``), with
+    ``--connection`` when the command has it."""
     uri = getattr(conf.command, 'connection', None)
     if uri:
         conf.set_override('connection_uri', uri, group='nova_pinning')
-    return reconciler.Reconciler(conf)
+    return settings_mod.read(conf)
+
+
+def _reconciler(conf: cfg.ConfigOpts) -> reconciler.Reconciler:
+    return reconciler.Reconciler(_settings(conf).passes)
 
 
 def _guard(func: typing.Callable[..., _T]) -> typing.Callable[..., _T]:
     """Turn failures into one-line errors: bad settings exit 2, a libvirt
     that cannot be reached (or answers too late) exits 1."""
-    def wrapper(conf: typing.Any, **kwargs: typing.Any) -> _T:
+    def wrapper(conf: cfg.ConfigOpts, **kwargs: typing.Any) -> _T:
         try:
             return func(conf, **kwargs)
         except (settings_mod.SettingsError,
@@ -54,20 +62,20 @@ def _guard(func: typing.Callable[..., _T]) -> typing.Callable[..., _T]:
 
 
 @_guard
-def cmd_snapshot(conf: typing.Any) -> str:
+def cmd_snapshot(conf: cfg.ConfigOpts) -> str:
     rec = _reconciler(conf)
     try:
-        return json.dumps(rec.read(), indent=1) + '\n'
+        return json.dumps(rec.read().to_json(), indent=1) + '\n'
     finally:
         rec.close()
 
 
-def _isolation_status(conf: typing.Any) -> dict[str, typing.Any]:
+def _isolation_status(conf: cfg.ConfigOpts) -> dict[str, typing.Any]:
     """The host isolation agent's view, as it published it after its
     last sweep (never asks systemd: ``nova-pinning-isolate status``
     does)."""
     try:
-        return report.published(conf)
+        return report.published_in(conf.nova_pinning_isolation.state_file)
     except Exception as exc:  # isolation is optional for binding
         return {'error': '%s: %s' % (type(exc).__name__, exc)}
 
@@ -97,22 +105,15 @@ def plan_and_sample(rec: reconciler.Reconciler, interval: float
                                                changes)
 
 
-def _unknown_facts(rec: reconciler.Reconciler) -> dict[str, str]:
-    """{guest name: why} of the guests whose qemu process could not be
-    proven here (``qemuproof``): their /proc facts are unknown."""
-    proof = getattr(rec.host(), 'proof', None)
-    return proof.unknown() if proof is not None else {}
-
-
 @_guard
-def cmd_status(conf: typing.Any) -> str:
+def cmd_status(conf: cfg.ConfigOpts) -> str:
     rec = _reconciler(conf)
     try:
         snap, p, changes, measured = plan_and_sample(
             rec, conf.command.interval)
         # What the plan was made with: the file is read once.
         settings = rec.settings
-        unknown = _unknown_facts(rec)
+        unknown = rec.host().unknown_facts()
     finally:
         rec.close()
     threshold = conf.nova_pinning.steal_warning_percent
@@ -129,8 +130,7 @@ def cmd_status(conf: typing.Any) -> str:
         data['scheduler_summary'] = {
             'key': summary_mod.KEY, 'value': reported,
             'one_to_one_vcpus': report.one_to_one}
-        pending = {c.uuid for c in changes
-                   if c.kind != plan_mod.ChangeKind.NUMA}
+        pending = plan_mod.pending_pins(changes)
         for entry in data['guests']:
             entry['live_matches_plan'] = (entry['mode'] == 'untouched' or
                                           entry['uuid'] not in pending)
@@ -180,12 +180,13 @@ def _isolation_text(iso: object) -> str:
 
 
 @_guard
-def cmd_metrics(conf: typing.Any) -> common.CommandOutput:
+def cmd_metrics(conf: cfg.ConfigOpts) -> common.CommandOutput:
     """The exposition; exit 1 (after printing it, ``nova_pinning_up``
     0) when part of the host could not be read."""
-    rec = _reconciler(conf)
+    config = _settings(conf)
+    rec = reconciler.Reconciler(config.passes)
     try:
-        view = metrics.read_view(rec, conf)
+        view = metrics.read_view(rec, config.observe)
     finally:
         rec.close()
     text = metrics.exposition(view)
@@ -194,14 +195,16 @@ def cmd_metrics(conf: typing.Any) -> common.CommandOutput:
     return text
 
 
-def cmd_exporter(conf: typing.Any) -> str:
+def cmd_exporter(conf: cfg.ConfigOpts) -> str:
     """Serve the metrics on ``--listen`` until Ctrl-C (exit 0)."""
     import threading
 
     address, port = conf.command.listen
-    rec = _reconciler(conf)
+    config = _settings(conf)
+    rec = reconciler.Reconciler(config.passes)
     try:
-        endpoint.serve(rec, conf, address, port, threading.Event())
+        endpoint.serve(rec, config.observe, address, port,
+                       threading.Event())
     except OSError as exc:
         raise common.CommandFailed('cannot listen on %s port %d: %s' % (
             address, port, exc.strerror or exc)) from None
@@ -213,7 +216,7 @@ def cmd_exporter(conf: typing.Any) -> str:
 
 
 @_guard
-def cmd_rebind(conf: typing.Any,
+def cmd_rebind(conf: cfg.ConfigOpts,
                release: bool = False) -> common.CommandOutput:
     rec = _reconciler(conf)
     try:
@@ -256,7 +259,7 @@ def cmd_rebind(conf: typing.Any,
     return text
 
 
-def cmd_release(conf: typing.Any) -> common.CommandOutput:
+def cmd_release(conf: cfg.ConfigOpts) -> common.CommandOutput:
     """Undo the binding of every managed guest, in one locked pass."""
     return cmd_rebind(conf, release=True)
 
@@ -267,7 +270,7 @@ HIDE_CURSOR, SHOW_CURSOR = '\x1b[?25l', '\x1b[?25h'
 ALT_SCREEN, MAIN_SCREEN = '\x1b[?1049h', '\x1b[?1049l'
 
 
-def _frame(conf: typing.Any, p: plan_mod.Plan, m: stealview.Measurement,
+def _frame(conf: cfg.ConfigOpts, p: plan_mod.Plan, m: stealview.Measurement,
            threshold: float, when: time.struct_time) -> list[str]:
     head = 'nova-pinning top  %s  %s  every %gs  (q or Ctrl-C quits)' % (
         conf.nova_pinning.connection_uri, time.strftime('%H:%M:%S', when),
@@ -329,7 +332,7 @@ TOP_MIN_INTERVAL = 0.5
 
 
 @_guard
-def cmd_top(conf: typing.Any) -> str:
+def cmd_top(conf: cfg.ConfigOpts) -> str:
     """Steal per guest, worst first, refreshed every ``--interval``."""
     import shutil
     import sys
@@ -372,19 +375,17 @@ def cmd_top(conf: typing.Any) -> str:
         rec.close()
 
 
-def cmd_agent(conf: typing.Any) -> str:
+def cmd_agent(conf: cfg.ConfigOpts) -> str:
     """Run the binding agent until SIGTERM/SIGINT (exit 0)."""
     import signal
     import sys
     import threading
 
-    uri = getattr(conf.command, 'connection', None)
-    if uri:
-        conf.set_override('connection_uri', uri, group='nova_pinning')
+    config = _settings(conf)
     # Settings are checked once up front, so a broken configuration is
     # exit 2 and not a stream of failing passes.
     try:
-        settings_mod.load(conf)
+        settings_mod.load(config.passes.ratio)
     except settings_mod.SettingsError as exc:
         raise common.UsageError(str(exc)) from None
     listen = conf.command.listen
@@ -397,7 +398,7 @@ def cmd_agent(conf: typing.Any) -> str:
         stop.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    agent = service.BindingService(conf,
+    agent = service.BindingService(config,
                                    summary_file=conf.command.summary_file)
     if listen is not None:
         try:

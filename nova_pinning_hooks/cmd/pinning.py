@@ -152,7 +152,11 @@ def _live(name: str
           ) -> typing.Callable[[cfg.ConfigOpts], common.CommandOutput]:
     def run(conf: cfg.ConfigOpts) -> common.CommandOutput:
         from nova_pinning_hooks.cmd import live
-        return getattr(live, name)(conf)
+        # A name from _LIVE_COMMANDS, looked up late: cmd.live imports
+        # libvirt, which plan and check never need.
+        command: typing.Callable[[cfg.ConfigOpts], common.CommandOutput] = (
+            getattr(live, name))
+        return command(conf)
     return run
 
 
@@ -210,8 +214,7 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
             sys.stderr.write('%s: warning: %s\n' % (PROG, exc))
         common.validate_options(conf)
     except UsageError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
+        return common.error(PROG, exc, common.EXIT_USAGE)
     common.setup_logging(conf, PROG)
     if conf.command.func is not cmd_plan:  # planning needs no libvirt
         from nova_pinning_hooks.host import libvirtapi
@@ -220,29 +223,9 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
         except libvirtapi.BindingMissing as exc:
             # An installation without the binding (no libvirt extra, no
             # python3-libvirt): what to install, in one line.
-            sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-            return 2
-    try:
-        output = conf.command.func(conf)
-    except UsageError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
-    except common.CommandFailed as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write('%s: error: interrupted\n' % PROG)
-        return 130
-    except Exception as exc:
-        return common.report_unexpected(PROG, conf, exc)
-    status, message = 0, None
-    if isinstance(output, tuple):  # (text, status[, one-line message])
-        output, status, message = (output + (None,))[:3]
-    sys.stdout.write(output)
-    if message:
-        sys.stdout.flush()
-        sys.stderr.write('%s: error: %s\n' % (PROG, message))
-    return status
+            return common.error(PROG, exc, common.EXIT_USAGE)
+    return common.run(PROG, conf, lambda: conf.command.func(conf),
+                      usage=(UsageError,), failed=(common.CommandFailed,))
 
 
 if __name__ == '__main__':

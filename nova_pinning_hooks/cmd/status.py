@@ -23,13 +23,10 @@ are used as they are.
 import sys
 import typing
 
-from oslo_config import cfg
-from oslo_log import log as logging
 from oslo_upgradecheck import upgradecheck as oslo_upgradecheck
 
 from nova_pinning_hooks.cmd import common
 from nova_pinning_hooks.cmd import upgradecheck
-from nova_pinning_hooks import conf as conf_mod
 
 PROG = 'nova-pinning-status'
 INTERNAL_ERROR = 255  # oslo.upgradecheck's: not a check's code
@@ -37,10 +34,7 @@ INTERNAL_ERROR = 255  # oslo.upgradecheck's: not a check's code
 
 def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    logging.register_options(conf)
-    conf.set_default('use_stderr', True)  # stdout is the output (JSON)
+    conf = common.new_conf()
     checks = upgradecheck.Checks(conf)
     oslo_upgradecheck.register_cli_options(conf, checks)
     try:
@@ -50,19 +44,15 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
                 'upgrade', 'check'):
             raise common.UsageError('the command is "upgrade check"')
     except common.UsageError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
+        return common.error(PROG, exc, common.EXIT_USAGE)
     common.setup_logging(conf, PROG)
     # What oslo's main() sets: check() reads --json from it.
     oslo_upgradecheck.CONF = conf
-    try:
-        return int(checks.check())
-    except KeyboardInterrupt:
-        sys.stderr.write('%s: error: interrupted\n' % PROG)
-        return 130
-    except Exception as exc:
-        common.report_unexpected(PROG, conf, exc)
-        return INTERNAL_ERROR
+
+    def check() -> common.CommandOutput:
+        # oslo.upgradecheck prints its own report: the status is its code.
+        return '', int(checks.check()), ''
+    return common.run(PROG, conf, check, unexpected=INTERNAL_ERROR)
 
 
 if __name__ == '__main__':

@@ -66,7 +66,7 @@ from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.observe import textfile
 from nova_pinning_hooks.observe import version
-from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 PROBE = 'nova_pinning_hooks.nova.compatprobe'
 PROBE_TIMEOUT = 120.0  # seconds for this Python to import nova's driver
@@ -403,7 +403,7 @@ class Checks(UpgradeCommands):
     @_options
     def check_pinned_guests(self) -> Result:
         uri, source = self.libvirt_uri()
-        host = virt.connect(uri, reconciler.host_options(self.conf))
+        host = virt.connect(uri, settings_mod.read(self.conf).passes.host)
         host.set_deadline(time.monotonic() +
                           self.conf.nova_pinning.pass_timeout)
         try:

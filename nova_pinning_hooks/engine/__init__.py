@@ -9,7 +9,8 @@ nova or oslo. Its tests are tables.
   cores and L3 banks from libvirt's capabilities XML; ``guest``: a
   guest from its domain XML;
 * ``policy``: the binding rules (pool, home node, one-to-one, node
-  range, host range) and ``make_plan``; ``assign``: the one-to-one
+  range, host range) and ``make_plan``, a module a decision stage
+  (options, homes, layout, placement, make); ``assign``: the one-to-one
   assignment; ``plan``: a plan, its pin changes and its JSON;
   ``replan``: planning again only what changed;
 * ``summary``: a plan summed up NUMA node by NUMA node for nova's

@@ -15,12 +15,34 @@ from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import topology
 
-DEDICATED = 'dedicated'
-NODE_RANGE = 'node-range'
-CROSS_NODE_RANGE = 'cross-node-range'
-HOST_RANGE = 'host-range'
-UNTOUCHED = 'untouched'
-RELEASED = 'released'  # only in release plans: back on nova's own CPUs
+
+
+class Mode(str, enum.Enum):
+    """How a guest's threads are bound (``GuestPlan.mode``). A str, so
+    that it compares, hashes, formats and serialises as the plain names
+    did ('dedicated' ...): the JSON of a plan and the metrics' labels
+    carry the value."""
+    DEDICATED = 'dedicated'  # one-to-one: one pCPU a vCPU
+    NODE_RANGE = 'node-range'
+    CROSS_NODE_RANGE = 'cross-node-range'
+    HOST_RANGE = 'host-range'
+    UNTOUCHED = 'untouched'
+    RELEASED = 'released'  # only in release plans: back on nova's own CPUs
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+# The short names the rules and the views compare with.
+DEDICATED = Mode.DEDICATED
+NODE_RANGE = Mode.NODE_RANGE
+CROSS_NODE_RANGE = Mode.CROSS_NODE_RANGE
+HOST_RANGE = Mode.HOST_RANGE
+UNTOUCHED = Mode.UNTOUCHED
+RELEASED = Mode.RELEASED
 
 # Modes in which every vCPU of a guest is pinned to one set of pCPUs, its
 # emulator's (``GuestPlan``).
@@ -33,7 +55,7 @@ class GuestPlan(typing.NamedTuple):
 
     uuid: str
     name: str
-    mode: str
+    mode: Mode
     home_node: typing.Optional[int]
     home_source: str  # memory | numatune | pins | chosen | none
     vcpu_pins: dict[int, frozenset[int]]  # vCPU -> its CPUs; {} untouched
@@ -53,17 +75,32 @@ class ChangeKind(str, enum.Enum):
     """What a ``PinChange`` writes: a vCPU's pin, the emulator's, an
     IOThread's, or the memory nodeset. A str, so that it compares,
     hashes, formats and serialises as the plain names did ('vcpu' ...).
+
+    Each kind carries its facts: ``thread_pin``, whether it pins a
+    thread's CPUs (counted as a pin change, and pending until written)
+    or sets something else (the memory nodeset). The libvirt call that
+    writes each kind is ``host.virtwrite.WRITES``'s (the engine does not
+    know libvirt).
     """
-    VCPU = 'vcpu'
-    EMULATOR = 'emulator'
-    IOTHREAD = 'iothread'
-    NUMA = 'numa'
+    _value_: str
+    thread_pin: bool
+
+    def __new__(cls, value: str, thread_pin: bool) -> 'ChangeKind':
+        kind = str.__new__(cls, value)
+        kind._value_ = value
+        kind.thread_pin = thread_pin
+        return kind
+
+    VCPU = ('vcpu', True)
+    EMULATOR = ('emulator', True)
+    IOTHREAD = ('iothread', True)
+    NUMA = ('numa', False)
 
     def __str__(self) -> str:
-        return self.value
+        return self._value_
 
     def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+        return format(self._value_, spec)
 
 
 class PinChange(typing.NamedTuple):
@@ -168,7 +205,18 @@ def changes(plan: Plan, guests: typing.Iterable[guest_mod.Guest],
 
 def pin_changes(change_list: typing.Iterable[PinChange]) -> int:
     """How many of ``change_list`` are thread pins (not memory policy)."""
-    return sum(1 for c in change_list if c.kind != ChangeKind.NUMA)
+    return sum(1 for c in change_list if c.kind.thread_pin)
+
+
+def pending_pins(change_list: typing.Iterable[PinChange]) -> dict[str, int]:
+    """uuid -> how many thread pins of the guest ``change_list`` has yet
+    to write, in the order of its first one: a guest here does not run
+    where its plan says (a memory nodeset alone does not count)."""
+    pending: dict[str, int] = {}
+    for c in change_list:
+        if c.kind.thread_pin:
+            pending[c.uuid] = pending.get(c.uuid, 0) + 1
+    return pending
 
 
 def to_json(plan: Plan, change_list: typing.Iterable[PinChange],

@@ -3,7 +3,7 @@
 A long-lived reconciler (the agent, the nova plugin) plans the same host
 pass after pass, and most passes follow a change to one guest. Planning
 the whole host again costs time in proportion to every guest on it; a
-``Planner`` keeps the ``policy.State`` of its last plan and plans again
+``Planner`` keeps the ``policy.make.State`` of its last plan and plans again
 only what the change can affect:
 
 * the changed guests' facts (untouched or managed, home node) are read
@@ -22,7 +22,7 @@ only what the change can affect:
   plan, another host or other options, a change to a nova-placed guest
   (the pool), a layout of another kind or rule, and hosts where a home
   depends on the other guests (read from pins alone, or yet to be
-  chosen: ``policy.order_dependent``).
+  chosen: ``policy.homes.order_dependent``).
 
 Invariants:
 
@@ -48,12 +48,16 @@ import typing
 
 from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
-from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine.policy import homes as homes_mod
+from nova_pinning_hooks.engine.policy import layout as layout_mod
+from nova_pinning_hooks.engine.policy import make
+from nova_pinning_hooks.engine.policy import options as options_mod
+from nova_pinning_hooks.engine.policy import placement
 from nova_pinning_hooks.engine import topology
 
-# (policy.State, (host, options)) of a plan.
-_Based = tuple[policy.State,
-               tuple[topology.HostTopology, policy.Options]]
+# (make.State, (host, options)) of a plan.
+_Based = tuple[make.State,
+               tuple[topology.HostTopology, options_mod.Options]]
 # The (GuestPlan, Guest) pairs whose pins may differ (``plan.changes``).
 _Pairs = list[tuple[plan_mod.GuestPlan, guest_mod.Guest]]
 
@@ -62,7 +66,7 @@ class Planner:
     """The plan of one host, kept up to date pass after pass."""
 
     def __init__(self) -> None:
-        # (policy.State, key) of the confirmed plan
+        # (make.State, key) of the confirmed plan
         self._state: typing.Optional[_Based] = None
         # the same for the plan not yet confirmed
         self._pending: typing.Optional[_Based] = None
@@ -80,7 +84,7 @@ class Planner:
 
     def plan(self, host: topology.HostTopology,
              guests: typing.Sequence[guest_mod.Guest],
-             options: policy.Options,
+             options: options_mod.Options,
              changed: typing.Optional[
                  typing.Mapping[str, guest_mod.Guest]] = None,
              removed: typing.Collection[str] = ()
@@ -96,14 +100,14 @@ class Planner:
         # happens next; only ``confirm`` makes a state the next base.
         base = self._state if self._pending is None else None
         self._state = self._pending = None
-        result: typing.Optional[tuple[plan_mod.Plan, policy.State,
+        result: typing.Optional[tuple[plan_mod.Plan, make.State,
                                       typing.Optional[set[str]]]] = None
         if base is not None and changed is not None and base[1] == key:
             result = _update(base[0], host, guests, options, changed,
                              removed)
         if result is None:
             self.whole += 1
-            p, state = policy.plan_with_state(host, guests, options)
+            p, state = make.plan_with_state(host, guests, options)
             result = p, state, None
         scope: typing.Union[set[str], _Pairs, None]  # uuids, then pairs
         p, state, scope = result
@@ -114,12 +118,12 @@ class Planner:
         return p, scope
 
 
-def _update(state: policy.State, host: topology.HostTopology,
+def _update(state: make.State, host: topology.HostTopology,
             guests: typing.Sequence[guest_mod.Guest],
-            options: policy.Options,
+            options: options_mod.Options,
             changed: typing.Mapping[str, guest_mod.Guest],
             removed: typing.Collection[str]
-            ) -> typing.Optional[tuple[plan_mod.Plan, policy.State,
+            ) -> typing.Optional[tuple[plan_mod.Plan, make.State,
                                        set[str]]]:
     """(plan, state, scope) brought up to date, or None where only a
     whole-host plan can tell. ``state`` is consumed."""
@@ -154,12 +158,12 @@ def _update(state: policy.State, host: topology.HostTopology,
             touched.add(node)
     for uuid, g in changed.items():
         state.guests[uuid] = g
-        state.why[uuid] = why = policy._untouched_reason(g, options)
+        state.why[uuid] = why = homes_mod.untouched_reason(g, options)
         if why is not None:
-            state.plans[uuid] = policy._untouched(g, *why)
+            state.plans[uuid] = placement.untouched_plan(g, *why)
             continue
-        fact = policy._home_from_facts(g, host, pool_by_node, options)
-        if policy.order_dependent(fact):
+        fact = homes_mod.home_from_facts(g, host, pool_by_node, options)
+        if homes_mod.order_dependent(fact):
             return None
         state.facts[uuid] = fact
         node = fact[0]
@@ -172,12 +176,12 @@ def _update(state: policy.State, host: topology.HostTopology,
             node_vcpus[node] += g.vcpu_count
             touched.add(node)
     ratio = float(options.allocation_ratio)
-    # nova's own load (``policy.nova_load``) stays in the totals: a
+    # nova's own load (``policy.layout.nova_load``) stays in the totals: a
     # nova-placed guest that changed planned the whole host above.
     totals = state.totals._replace(
         total=sum(node_vcpus.values()) + cross_vcpus,
         node_vcpus=node_vcpus, cross=cross_vcpus)
-    layout = policy.decide(pool, pool_by_node, ratio, totals,
+    layout = layout_mod.decide(pool, pool_by_node, ratio, totals,
                            len(state.facts))
     old_layout = state.layout
     if layout.kind != old_layout.kind or \
@@ -188,7 +192,7 @@ def _update(state: policy.State, host: topology.HostTopology,
     one_to_one, free = state.one_to_one, state.free
     if layout.kind in ('host', 'empty-pool'):
         for uuid, g in managed:
-            state.plans[uuid] = policy.host_plan(g, layout, pool, homes,
+            state.plans[uuid] = placement.host_plan(g, layout, pool, homes,
                                                  options)
     elif layout.kind == 'nodes':
         one_to_one = dict(one_to_one)
@@ -198,21 +202,21 @@ def _update(state: policy.State, host: topology.HostTopology,
             if before[node] == mode and (mode != plan_mod.DEDICATED or
                                          node not in touched):
                 continue
-            section = policy.node_plans(
+            section = placement.node_plans(
                 host, node, mode, pool_by_node[node],
                 [state.guests[u] for u in members[node]], homes, options,
                 node in layout.nova_nodes)
             state.plans.update(section)
             rebuilt.update(section)
             if mode == plan_mod.DEDICATED:
-                one_to_one[node] = policy.dedicated_cpus(section.values())
+                one_to_one[node] = placement.dedicated_cpus(section.values())
             else:
                 one_to_one.pop(node, None)
         for uuid, g in managed:
             node = homes[uuid][0]
             if node is not None and uuid not in rebuilt:
                 # A node range that kept its mode: the others stay.
-                state.plans[uuid] = policy.node_plans(
+                state.plans[uuid] = placement.node_plans(
                     host, node, plan_mod.NODE_RANGE, pool_by_node[node],
                     [g], homes, options, node in layout.nova_nodes)[uuid]
         free = pool.difference(*one_to_one.values())
@@ -221,9 +225,9 @@ def _update(state: policy.State, host: topology.HostTopology,
         again = list(cross) if free != state.free else \
             [u for u, _ in managed if u in cross]
         for uuid in again:
-            state.plans[uuid] = policy.cross_plan(state.guests[uuid], free,
+            state.plans[uuid] = placement.cross_plan(state.guests[uuid], free,
                                                   homes, options)
         scope.update(rebuilt, again)
     state = state._replace(totals=totals, layout=layout,
                            one_to_one=one_to_one, free=free)
-    return policy.plan_of(state, guests, ratio, options), state, scope
+    return make.plan_of(state, guests, ratio, options), state, scope

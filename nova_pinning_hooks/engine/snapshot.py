@@ -11,6 +11,13 @@ numbers that fit 64 bits, no ``NaN``, no key twice, at most
 ``version`` is the integer 1, not ``true``; ``active`` is ``true`` or
 ``false``, not ``"false"``; what guests and the host may cost is bounded
 by ``guest`` and ``topology``.
+
+A live pass hands ``load`` and ``Loader.load`` a ``LiveSnapshot``
+instead (``virt.Host.read_snapshot``, then the pass's
+``hostsettings.HostSettings``): typed, so only what libvirt gave
+(capabilities, domain XML, CPU sets) is checked here; its ratio was
+checked where it was read and is checked once more by the policy.
+``LiveSnapshot.to_json`` is the JSON ``nova-pinning snapshot`` writes.
 """
 
 import dataclasses
@@ -20,6 +27,7 @@ import xml.etree.ElementTree as ET  # noqa: S405 - for its type only
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.engine import strict
 from nova_pinning_hooks.engine import topology
@@ -41,6 +49,43 @@ class SnapshotError(ValueError):
 
 # {vCPU: CPUs}: where the kernel runs a guest's vCPU threads.
 _Affinity = dict[int, frozenset[int]]
+
+
+class DomainEntry(typing.TypedDict, total=False):
+    """One domain of a snapshot, as read live (and as its JSON holds)."""
+
+    # the live domain XML (None: a model's entry gone stale, refused)
+    xml: typing.Optional[str]
+    active: bool
+    memory_by_node_kib: dict[str, int]  # {"node": KiB}
+    # {"vCPU": "CPU set"}: where the kernel runs each vCPU thread
+    kernel_vcpu_affinity: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveSnapshot:
+    """The live host as a pass read it: libvirt's capabilities and active
+    domains (``virt.Host.read_snapshot``), then the ratio and CPU sets
+    (``with_settings``). The list of domains is the reader's: a
+    ``model.HostModel`` hands out the same entry object for a domain
+    that did not change, which ``Loader`` relies on."""
+
+    capabilities: str
+    domains: list[DomainEntry]
+    settings: typing.Optional[hostsettings.HostSettings] = None
+
+    def with_settings(self, settings: hostsettings.HostSettings
+                      ) -> 'LiveSnapshot':
+        return dataclasses.replace(self, settings=settings)
+
+    def to_json(self) -> dict[str, object]:
+        """The snapshot JSON's object (``nova-pinning snapshot``)."""
+        data: dict[str, object] = {'version': VERSION,
+                                   'capabilities': self.capabilities,
+                                   'domains': self.domains}
+        if self.settings is not None:
+            data.update(self.settings.snapshot_fields())
+        return data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +126,8 @@ def loads(text: typing.Union[str, bytes], **overrides: typing.Any
 
 def load(data: object, from_libvirt: bool = False,
          **overrides: typing.Any) -> Snapshot:
-    """Validate a snapshot dict and build host, guests and policy options.
+    """Validate a snapshot (its JSON's dict, or a ``LiveSnapshot``) and
+    build host, guests and policy options.
 
     ``overrides`` are extra ``policy.Options`` fields from configuration
     (``foreign_domains``, ``home_node_min_fraction``, ``set_home_node``,
@@ -126,14 +172,14 @@ class Loader:
         self._ids: dict[str, int] = {}  # uuid -> id(entry)
         self._kernel: dict[str, _Affinity] = {}  # uuid -> kernel affinity
 
-    def load(self, data: dict[str, typing.Any], **overrides: typing.Any
+    def load(self, data: LiveSnapshot, **overrides: typing.Any
              ) -> tuple[Snapshot, dict[str, guest_mod.Guest], set[str]]:
         """(Snapshot, changed {uuid: Guest}, removed uuids) of ``data``,
         a live snapshot (``virt.Host.read_snapshot``); validated as
         ``load`` does, domain by domain as they first appear."""
         host, options, domains = _header(data, overrides, self._host)
         if host is not self._host[1]:  # another host: nothing carries over
-            self._host = (data.get('capabilities'), host)
+            self._host = (data.capabilities, host)
             self._seen, self._ids, self._kernel = {}, {}, {}
         seen, ids = self._seen, self._ids
         # An id in ``seen`` is that of an entry ``seen`` keeps alive: no
@@ -190,33 +236,48 @@ def _header(data: object, overrides: typing.Mapping[str, typing.Any],
                          typing.Optional[topology.HostTopology]] = (
                 None, None)
             ) -> tuple[topology.HostTopology, policy.Options,
-                       list[typing.Any]]:
-    """(host, options, domains) of a snapshot dict, all but the domains
-    validated. ``known``: (capabilities text, HostTopology) parsed
-    before, reused when the text is the same."""
-    if not isinstance(data, dict):
-        raise SnapshotError('snapshot must be a JSON object')
-    version = data.get('version')
-    if type(version) is not int or version != VERSION:  # not True, 1.0
-        raise SnapshotError('unknown snapshot version %.32r (this tool '
-                            'reads version %d)' % (version, VERSION))
-    # Parsed JSON, whatever it holds: from_capabilities refuses non-text.
-    caps: typing.Any = data.get('capabilities')
+                       typing.Sequence[typing.Any]]:
+    """(host, options, domains) of a snapshot (its JSON's dict, or a
+    ``LiveSnapshot``), all but the domains validated. ``known``:
+    (capabilities text, HostTopology) parsed before, reused when the
+    text is the same."""
+    live = isinstance(data, LiveSnapshot)
+    fields: typing.Mapping[str, object]
+    if isinstance(data, LiveSnapshot):
+        if data.settings is None:
+            raise SnapshotError('a live snapshot without its allocation '
+                                'ratio (no settings read)')
+        # Parsed JSON, whatever it holds, below: from_capabilities
+        # refuses what is not text.
+        caps: typing.Any = data.capabilities
+        fields = data.settings.snapshot_fields()
+    else:
+        if not isinstance(data, dict):
+            raise SnapshotError('snapshot must be a JSON object')
+        version = data.get('version')
+        if type(version) is not int or version != VERSION:  # not 1.0
+            raise SnapshotError('unknown snapshot version %.32r (this tool '
+                                'reads version %d)' % (version, VERSION))
+        caps = data.get('capabilities')
+        fields = data
     host = known[1]
     if host is None or not isinstance(caps, str) or caps != known[0]:
         try:
             host = topology.HostTopology.from_capabilities(caps)
         except topology.TopologyError as exc:
             raise SnapshotError('capabilities: %s' % exc) from None
-    ratio: typing.Any = data.get('allocation_ratio')  # ratio_ok checks it
-    if not policy.ratio_ok(ratio):
+    ratio: typing.Any = fields.get('allocation_ratio')
+    # A live snapshot's ratio passed its edge (the overcommit file's or
+    # the option's check) and the policy checks it below; the snapshot
+    # JSON is an edge of its own, checked here with the key's name.
+    if not live and not policy.ratio_ok(ratio):
         raise SnapshotError('allocation_ratio must be a number > 0 and at '
                             'most %g (the allocation ratio), not %.32r'
                             % (policy.MAX_RATIO, ratio))
     # Options' CPU set fields by name (frozenset or None), passed as **.
     sets: dict[str, typing.Any] = {}
     for key in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
-        value = data.get(key)
+        value = fields.get(key)
         if value is not None and not isinstance(value, str):
             raise SnapshotError('%s must be a CPU set string or null' % key)
         try:
@@ -228,13 +289,15 @@ def _header(data: object, overrides: typing.Mapping[str, typing.Any],
         policy.validate(host, options)
     except policy.PolicyError as exc:
         raise SnapshotError(str(exc)) from None
-    domains = data.get('domains', [])
+    domains: object = (data.domains if isinstance(data, LiveSnapshot)
+                       else fields.get('domains', []))
     if not isinstance(domains, list):
         raise SnapshotError('domains must be a list')
     return host, options, domains
 
 
-def _domains(domains: list[typing.Any], indices: typing.Sequence[int],
+def _domains(domains: typing.Sequence[typing.Any],
+             indices: typing.Sequence[int],
              from_libvirt: bool, host: topology.HostTopology
              ) -> list[tuple[guest_mod.Guest, typing.Optional[_Affinity]]]:
     """[(Guest, kernel affinity or None)] of ``domains[i]`` for each of

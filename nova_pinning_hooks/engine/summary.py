@@ -23,10 +23,10 @@ and the pass's wall time.
 Invariants:
 
 * pure: no I/O, no clock (the caller gives the pass's time), no nova;
-* one source of rules: ``forecast`` applies ``policy.choose_node`` and
-  ``policy.decide_sizes``, the functions a pass applies; for a host whose
-  guests' homes come from facts (memory, numatune), the forecast is the
-  plan ``policy.make_plan`` makes with the guest added
+* one source of rules: ``forecast`` applies ``policy.homes.choose_node``
+  and ``policy.layout.decide_sizes``, the functions a pass applies; for
+  a host whose guests' homes come from facts (memory, numatune), the
+  forecast is the plan ``policy.make_plan`` makes with the guest added
   (``tests/unit/engine/test_summary.py`` checks it over random hosts);
 * bounded: at most ``MAX_NODES`` nodes, every number within
   ``MAX_COUNT``/``MAX_KIB``; ``encode`` gives at most ``MAX_TEXT``
@@ -44,7 +44,9 @@ import typing
 
 from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
-from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine.policy import homes as homes_mod
+from nova_pinning_hooks.engine.policy import layout as layout_mod
+from nova_pinning_hooks.engine.policy import options as options_mod
 from nova_pinning_hooks.engine import strict
 from nova_pinning_hooks.engine import topology
 
@@ -126,11 +128,11 @@ class Forecast(typing.NamedTuple):
 
 def of_plan(host: topology.HostTopology,
             guests: typing.Iterable[guest_mod.Guest], plan: plan_mod.Plan,
-            options: policy.Options, at: float) -> Summary:
+            options: options_mod.Options, at: float) -> Summary:
     """The summary of ``plan`` (``policy.make_plan`` of ``guests`` on
     ``host`` with ``options``), made at ``at`` (seconds)."""
     guests = list(guests)
-    nova_nodes = policy.nova_load(host, guests, plan.pool,
+    nova_nodes = layout_mod.nova_load(host, guests, plan.pool,
                                   options).nova_nodes
     by_uuid = {g.uuid: g for g in guests}
     homed = dict.fromkeys(host.nodes, 0)
@@ -150,7 +152,7 @@ def of_plan(host: topology.HostTopology,
 # counts in ``seen`` (not running, or placed by nova itself).
 CROSS = -1
 NO_LOAD = -2
-EMPTY_POOL_RULE = 'empty-pool'  # policy.decide's, for an empty pool
+EMPTY_POOL_RULE = 'empty-pool'  # policy.layout.decide's, for an empty pool
 
 
 class Entry(typing.NamedTuple):
@@ -215,7 +217,7 @@ class Basis(typing.NamedTuple):
 
 def basis(host: topology.HostTopology,
           guests: typing.Sequence[guest_mod.Guest], plan: plan_mod.Plan,
-          options: policy.Options, at: float) -> Basis:
+          options: options_mod.Options, at: float) -> Basis:
     """The ``Basis`` of a pass: ``of_plan`` and ``entries``."""
     return Basis(of_plan(host, guests, plan, options, at),
                  entries(guests, plan))
@@ -310,7 +312,7 @@ def decode(text: object) -> Summary:
             isinstance(data.get('v'), bool):
         raise SummaryError('not a version %d summary' % VERSION)
     ratio = data.get('r')
-    if not policy.ratio_ok(ratio):
+    if not options_mod.ratio_ok(ratio):
         raise SummaryError('bad ratio %s' % strict.show(ratio))
     rows = data.get('n')
     if not isinstance(rows, list) or not rows or len(rows) > MAX_NODES:
@@ -339,21 +341,21 @@ def decode(text: object) -> Summary:
 
 
 def _totals(nodes: typing.Iterable[Node], load: typing.Mapping[int, int],
-            cross: int) -> policy.Totals:
+            cross: int) -> layout_mod.Totals:
     node_vcpus = {n.id: load[n.id] for n in nodes}
-    return policy.Totals(sum(node_vcpus.values()) + cross, node_vcpus,
+    return layout_mod.Totals(sum(node_vcpus.values()) + cross, node_vcpus,
                          cross, frozenset(n.id for n in nodes if n.shared))
 
 
 def _layout(ratio: float, nodes: typing.Sequence[Node], cross: int,
             load: typing.Optional[typing.Mapping[int, int]] = None
-            ) -> tuple[policy.Layout, int]:
+            ) -> tuple[layout_mod.Layout, int]:
     """(layout, one-to-one vCPUs) of these counts."""
     load = load if load is not None else {n.id: n.vcpus for n in nodes}
     totals = _totals(nodes, load, cross)
     # One managed guest at least: a summary of no guest plans nobody, but
     # its counts are all zero, and one-to-one vCPUs are 0 either way.
-    layout = policy.decide_sizes(sum(n.pool for n in nodes),
+    layout = layout_mod.decide_sizes(sum(n.pool for n in nodes),
                                  {n.id: n.pool for n in nodes}, ratio,
                                  totals, 1)
     if layout.kind != 'nodes':
@@ -378,13 +380,13 @@ def forecast(summary: Summary, vcpus: int, memory_kib: int,
     rows = [(n.id, n.pool, n.memory_kib) for n in nodes]
     cross = summary.cross
     if pending > 0:
-        node = policy.choose_node(pending, 0, rows, load, used, ratio)
+        node = homes_mod.choose_node(pending, 0, rows, load, used, ratio)
         if node is None:
             cross += pending
         else:
             load[node] += pending
     before = _layout(ratio, nodes, cross, load)[1]
-    home = policy.choose_node(vcpus, memory_kib, rows, load, used, ratio)
+    home = homes_mod.choose_node(vcpus, memory_kib, rows, load, used, ratio)
     if home is None:
         cross += vcpus
     else:

@@ -35,6 +35,8 @@ import dataclasses
 import threading
 import typing
 
+from nova_pinning_hooks.engine import snapshot
+
 # (uuid, id, name) of each active domain, as listed
 Listing = typing.Sequence[tuple[str, int, str]]
 
@@ -48,15 +50,15 @@ class Domain:
     memory: dict[str, int]  # {"<node>": KiB}
     # {"<vCPU>": "CPU set"}, or None when not read
     affinity: typing.Optional[dict[str, str]]
-    _entry: typing.Optional[dict[str, typing.Any]] = dataclasses.field(
+    _entry: typing.Optional[snapshot.DomainEntry] = dataclasses.field(
         default=None, repr=False, compare=False)
 
-    def entry(self) -> dict[str, typing.Any]:
+    def entry(self) -> snapshot.DomainEntry:
         """The domain as a snapshot entry, made once: the same object
         for as long as nothing read of the domain changes, so that
         ``snapshot.Loader`` need not look inside it again."""
         if self._entry is None:
-            entry: dict[str, typing.Any] = {
+            entry: snapshot.DomainEntry = {
                 'xml': self.xml, 'active': True,
                 'memory_by_node_kib': self.memory}
             if self.affinity is not None:

@@ -40,6 +40,7 @@ import os
 import typing
 
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.host import statefile
 
@@ -48,15 +49,6 @@ VERSION = 1
 
 class OvercommitError(Exception):
     """The overcommit file is missing or unusable."""
-
-
-class OvercommitInfo(typing.NamedTuple):
-    allocation_ratio: float
-    shared_cpus: typing.Optional[str]  # CPU set text
-    dedicated_cpus: typing.Optional[str]  # CPU set text
-    host: str
-    written_at: str
-    ratio_source: str
 
 
 def write(path: str, content: typing.Mapping[str, typing.Any]) -> None:
@@ -148,8 +140,10 @@ def _read_only_filesystem(path: str) -> bool:
     return mount_id is None or superblock_read_only(mountinfo, mount_id)
 
 
-def read(path: str) -> OvercommitInfo:
-    """The validated content of the file; OvercommitError if unusable."""
+def read(path: str) -> hostsettings.HostSettings:
+    """The validated content of the file (one of the ratio's two edges:
+    ``_check``); OvercommitError if unusable. ``reserved_cpus`` is not
+    the file's: None."""
     try:
         content = statefile.read_json(path, what='overcommit file')
     except FileNotFoundError:
@@ -179,13 +173,13 @@ def read(path: str) -> OvercommitInfo:
             'cannot rewrite it there, so nothing tells that it still holds '
             'nova-compute\'s configuration; passes do not run until the '
             'filesystem is writable again' % path)
-    return OvercommitInfo(
+    return hostsettings.HostSettings(
         allocation_ratio=float(content['allocation_ratio']),
+        ratio_source=str(content.get('ratio_source') or ''),
         shared_cpus=content.get('shared_cpus'),
         dedicated_cpus=content.get('dedicated_cpus'),
-        host=str(content.get('host') or ''),
         written_at=str(content.get('written_at') or ''),
-        ratio_source=str(content.get('ratio_source') or ''))
+        host=str(content.get('host') or ''))
 
 
 def _check(content: object, path: str) -> None:

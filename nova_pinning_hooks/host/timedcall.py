@@ -77,7 +77,8 @@ class Worker:
                                  timeout))
         if job.error is not None:
             raise job.error
-        return job.result
+        result: _T = job.result  # what ``func`` returned
+        return result
 
     def alive(self) -> bool:
         """True while the worker's thread runs: after a timeout, while

@@ -46,6 +46,7 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.host import hung
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import model as model_mod
@@ -155,7 +156,7 @@ class Host:
 
     def read_snapshot(self,
                       model: typing.Optional[model_mod.HostModel] = None
-                      ) -> dict[str, typing.Any]:
+                      ) -> snapshot_mod.LiveSnapshot:
         return self.reader.read_snapshot(model)
 
     def vcpu_stats(self) -> virtread.VcpuStats:
@@ -166,6 +167,11 @@ class Host:
 
     def pinned_guests(self) -> dict[str, list[str]]:
         return self.reader.pinned_guests()
+
+    def unknown_facts(self) -> dict[str, typing.Optional[str]]:
+        """{guest name: why} of the guests whose qemu process could not
+        be proven here (``qemuproof``): their /proc facts are unknown."""
+        return self.proof.unknown()
 
     def apply(self, changes: typing.Iterable[plan_mod.PinChange]
               ) -> virtwrite.ApplyResult:
@@ -230,21 +236,26 @@ class Host:
         """Any domain event; ``args[-1]`` is the event's name. On
         libvirt's event thread: mark and tell, nothing more."""
         # model and on_change: set by watch, before events are registered
+        # (an AssertionError here is logged like any other failure)
         try:
-            typing.cast(model_mod.HostModel, self.model).mark(
-                dom.UUIDString())  # local: no daemon call
-            typing.cast(_OnChange, self._on_change)(
-                '%s event of %s' % (args[-1], dom.name()))
+            model = self.model
+            assert model is not None
+            model.mark(dom.UUIDString())  # local: no daemon call
+            on_change = self._on_change  # after the mark: it stays
+            assert on_change is not None
+            on_change('%s event of %s' % (args[-1], dom.name()))
         except Exception:  # never into libvirt's loop
             LOG.exception('libvirt event not handled')
 
     def _closed(self, conn: typing.Any, reason: int,
                 opaque: typing.Any) -> None:
         try:
-            typing.cast(model_mod.HostModel, self.model).invalidate(
-                'connection closed (reason %s)' % reason)
-            typing.cast(_OnChange, self._on_change)(
-                'connection to %s closed' % self.uri)
+            model = self.model
+            assert model is not None
+            model.invalidate('connection closed (reason %s)' % reason)
+            on_change = self._on_change  # after the invalidation
+            assert on_change is not None
+            on_change('connection to %s closed' % self.uri)
         except Exception:
             LOG.exception('libvirt close event not handled')
 

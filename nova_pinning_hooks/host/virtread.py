@@ -48,6 +48,7 @@ from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import migratexml
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import memplace
 from nova_pinning_hooks.host import model as model_mod
@@ -134,7 +135,7 @@ class Reader:
 
     def read_snapshot(self,
                       model: typing.Optional[model_mod.HostModel] = None
-                      ) -> dict[str, typing.Any]:
+                      ) -> snapshot_mod.LiveSnapshot:
         """The live host: capabilities and the active domains. With a
         ``model.HostModel``, only what it cannot vouch for is read."""
         if model is None:
@@ -142,11 +143,12 @@ class Reader:
         self.host.model = model
         return self.host.with_reconnect(self._read_changed)
 
-    def _read_changed(self) -> dict[str, typing.Any]:
+    def _read_changed(self) -> snapshot_mod.LiveSnapshot:
         conn = self.host.connection()  # may invalidate the model: first
         caps = self.capabilities()
         # set by read_snapshot, which alone calls this
-        model = typing.cast(model_mod.HostModel, self.host.model)
+        model = self.host.model
+        assert model is not None
         everything, marked = model.take()
         try:
             doms = self.host.call(
@@ -171,14 +173,15 @@ class Reader:
             model.give_back(everything, marked)
             raise
         domains = [d.entry() for d in model.domains(listing)]
-        return {'version': 1, 'capabilities': caps, 'domains': domains}
+        return snapshot_mod.LiveSnapshot(caps, domains)
 
     def _live_xml(self, dom: typing.Any, name: str,
                   flags: int = 0) -> typing.Optional[str]:
         """The domain's live XML (with ``flags``: as they say); None if
         it went away meanwhile."""
         try:
-            return self.host.call('read', 'XMLDesc', dom.XMLDesc, flags)
+            xml: str = self.host.call('read', 'XMLDesc', dom.XMLDesc, flags)
+            return xml
         except libvirtapi.libvirt.libvirtError as exc:
             if libvirtapi.code(exc) in libvirtapi.GONE:
                 LOG.info('guest %s went away while being read; skipped',
@@ -186,25 +189,26 @@ class Reader:
                 return None
             raise
 
-    def _read(self) -> dict[str, typing.Any]:
+    def _read(self) -> snapshot_mod.LiveSnapshot:
         conn = self.host.connection()
         caps = self.capabilities()
         doms = self.host.call(
             'read', 'listAllDomains', conn.listAllDomains,
             libvirtapi.libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
         self.host.listed = (conn, {d.UUIDString(): d for d in doms})
-        domains = []
+        domains: list[snapshot_mod.DomainEntry] = []
         for dom in doms:
             name = dom.name()  # local: no call to the daemon
             xml = self._live_xml(dom, name)
             if xml is None:
                 continue
-            entry = {'xml': xml, 'active': True,
-                     'memory_by_node_kib': self._memory_reader(name)}
+            entry: snapshot_mod.DomainEntry = {
+                'xml': xml, 'active': True,
+                'memory_by_node_kib': self._memory_reader(name)}
             if self.host.kernel_affinity:
                 entry['kernel_vcpu_affinity'] = self._affinity(name)
             domains.append(entry)
-        return {'version': 1, 'capabilities': caps, 'domains': domains}
+        return snapshot_mod.LiveSnapshot(caps, domains)
 
     def vcpu_stats(self) -> VcpuStats:
         """Every running guest's cumulative vCPU counters, one call.

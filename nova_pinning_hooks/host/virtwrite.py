@@ -45,6 +45,32 @@ LOG = logging.getLogger(__name__)
 _T = typing.TypeVar('_T')
 
 
+# The arguments of a write's call before its flags, from the change.
+_Arguments = typing.Callable[['Writer', plan_mod.PinChange],
+                             tuple[object, ...]]
+
+
+def _numa_nodeset(writer: 'Writer', change: plan_mod.PinChange
+                  ) -> tuple[object, ...]:
+    # The constant is libvirt's, read at call time (``libvirtapi``).
+    return ({libvirtapi.libvirt.VIR_DOMAIN_NUMA_NODESET:
+             cpuset.format(change.new)},)
+
+
+# The one place a change's kind meets libvirt: kind -> (the domain's
+# method that writes it, its arguments before VIR_DOMAIN_AFFECT_LIVE).
+# Every ``plan.ChangeKind`` has a row (tests/unit/host/test_virtwrite.py).
+WRITES: typing.Mapping[plan_mod.ChangeKind, tuple[str, _Arguments]] = {
+    plan_mod.ChangeKind.VCPU: (
+        'pinVcpuFlags', lambda w, c: (c.index, w._cpumap(c.new))),
+    plan_mod.ChangeKind.EMULATOR: (
+        'pinEmulator', lambda w, c: (w._cpumap(c.new),)),
+    plan_mod.ChangeKind.IOTHREAD: (
+        'pinIOThread', lambda w, c: (c.index, w._cpumap(c.new))),
+    plan_mod.ChangeKind.NUMA: ('setNumaParameters', _numa_nodeset),
+}
+
+
 class ApplyResult(typing.NamedTuple):
     applied: list[plan_mod.PinChange]
     # (PinChange or guest name, reason)
@@ -260,24 +286,10 @@ class Writer:
 
     def _write(self, dom: typing.Any,
                change: plan_mod.PinChange) -> typing.Any:
-        live = libvirtapi.libvirt.VIR_DOMAIN_AFFECT_LIVE
-        call: tuple[typing.Any, ...]  # (API name, method, its arguments...)
-        if change.kind == plan_mod.ChangeKind.VCPU:
-            call = ('pinVcpuFlags', dom.pinVcpuFlags, change.index,
-                    self._cpumap(change.new), live)
-        elif change.kind == plan_mod.ChangeKind.EMULATOR:
-            call = ('pinEmulator', dom.pinEmulator, self._cpumap(change.new),
-                    live)
-        elif change.kind == plan_mod.ChangeKind.IOTHREAD:
-            call = ('pinIOThread', dom.pinIOThread, change.index,
-                    self._cpumap(change.new), live)
-        elif change.kind == plan_mod.ChangeKind.NUMA:
-            call = ('setNumaParameters', dom.setNumaParameters,
-                    {libvirtapi.libvirt.VIR_DOMAIN_NUMA_NODESET:
-                     cpuset.format(change.new)}, live)
-        else:
-            raise ValueError('unknown change kind %r' % change.kind)
-        api, func, args = call[0], call[1], call[2:]
+        api, arguments = WRITES[change.kind]
+        func = getattr(dom, api)
+        args = arguments(self, change) + (
+            libvirtapi.libvirt.VIR_DOMAIN_AFFECT_LIVE,)
         for attempt in range(self.host.busy_retries + 1):
             try:
                 return self.host.call('write', api, func, *args)

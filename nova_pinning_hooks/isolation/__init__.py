@@ -11,15 +11,17 @@ the agent that holds everything:
   ``systemdbus``: systemd's D-Bus API, where there is no systemctl;
   ``backends``: which of the two a settings' mode uses;
 * ``pidwatch``: follow daemon restarts through pid files (inotify);
-* ``config``: validate the configuration into ``Settings`` (or refuse);
+* ``config``: the configuration edge, ``read(conf)`` into ``Options``
+  (the one place here that sees oslo.config), and ``load``, which
+  checks ``Options`` into ``Settings`` (or refuses);
 * ``state``: the state file that makes every change undoable;
 * ``kernelwork``: the kernel's work (below) following the pin map,
   recorded in the state, restored and reported together;
 * ``isolator``: apply, sweep and the ``watch`` loop;
 * ``restore``: ``undo``;
-* ``report``: ``status`` (``report.status(conf)`` asks the backend,
+* ``report``: ``status`` (``report.status(options)`` asks the backend,
   under one deadline, for ``nova-pinning-isolate status``;
-  ``report.published(conf)`` is what the agent published, which the
+  ``report.published(options)`` is what the agent published, which the
   metrics, nova-compute and ``nova-pinning status`` show);
 * ``statusfile``: the status the agent publishes after every sweep,
   beside its state file (readers never ask systemd).

@@ -1,9 +1,23 @@
-"""Checking the isolation configuration before anything is touched.
+"""The isolation's configuration edge, and its checks before anything is
+touched.
 
-``load(conf)`` turns ``[nova_pinning] reserved_cpus`` and the
-``[nova_pinning_isolation]`` options into ``Settings``, or raises
+``read(conf)`` is the one place in ``isolation`` that looks into an
+oslo.config object: it reads ``[nova_pinning] reserved_cpus`` and
+``overcommit_file`` and every ``[nova_pinning_isolation]`` option once
+into ``Options``, a frozen record, unchecked (it reads nothing else, and
+never fails on a configuration oslo.config accepted). Every module below
+is handed ``Options`` or the ``Settings`` checked from it, never
+``conf``: ``undo`` and ``status`` work from ``Options`` alone when the
+settings are refused.
+
+``load(options)`` turns ``Options`` into ``Settings``, or raises
 ``ConfigError`` with one message. It only reads (sysfs, /proc, the
 overcommit file); a refused configuration has changed nothing.
+
+Invariants: ``Options`` has a field for every ``[nova_pinning_isolation]``
+option, of the option's name (``tests/unit/isolation/test_config.py``
+checks it against ``nova_pinning_hooks.conf.isolation_opts``); what a
+process read at its start is what it uses (the record is frozen).
 
 Refused: reserved CPUs unset, empty, unparsable, not online, or every
 online CPU (no CPU left for guests); reserved CPUs overlapping nova's
@@ -16,12 +30,14 @@ whose cgroup hierarchy is missing; systemd with neither systemctl on
 PATH nor the system bus (``systemd_access``).
 """
 
+import dataclasses
 import os
 import re
 import shutil
 import stat
 import typing
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import cpuset
@@ -58,6 +74,59 @@ HOST = HostPaths()  # the real host
 
 # nova's (cpu_shared_set, cpu_dedicated_set) as CPU set texts, None: unset
 NovaSets = tuple[typing.Optional[str], typing.Optional[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The options the isolation reads, as configured: not checked
+    against the host (``load`` does that), each named as its option."""
+
+    # [nova_pinning]
+    reserved_cpus: typing.Optional[str]  # CPU set text; None: unset
+    overcommit_file: typing.Optional[str]  # nova's CPU sets; None: unset
+    # [nova_pinning_isolation]
+    cgroup_mode: str                     # 'auto', 'v1' or 'systemd'
+    cgroup_root: str
+    group_name: str
+    memory_limit_mib: typing.Optional[int]
+    memory_nodes: typing.Optional[str]   # node set text; None: unset
+    exclude_process_names: tuple[str, ...]
+    pidfile_dirs: tuple[str, ...]
+    sweep_interval: int
+    status_timeout: float
+    slices: tuple[str, ...]
+    move_from_groups: tuple[str, ...]
+    only_descendants_of: typing.Optional[int]
+    interrupts: bool
+    workqueues: bool
+    interrupt_sample_seconds: float
+    state_file: str
+
+
+def read(conf: cfg.ConfigOpts) -> Options:
+    """``Options`` from ``conf``, read once (the module doc)."""
+    pinning = conf.nova_pinning
+    opts = conf.nova_pinning_isolation
+    return Options(
+        reserved_cpus=pinning.reserved_cpus,
+        overcommit_file=pinning.overcommit_file,
+        cgroup_mode=opts.cgroup_mode,
+        cgroup_root=opts.cgroup_root,
+        group_name=opts.group_name,
+        memory_limit_mib=opts.memory_limit_mib,
+        memory_nodes=opts.memory_nodes,
+        # oslo.config gives lists; the record keeps what it read
+        exclude_process_names=tuple(opts.exclude_process_names),
+        pidfile_dirs=tuple(opts.pidfile_dirs),
+        sweep_interval=opts.sweep_interval,
+        status_timeout=opts.status_timeout,
+        slices=tuple(opts.slices),
+        move_from_groups=tuple(opts.move_from_groups),
+        only_descendants_of=opts.only_descendants_of,
+        interrupts=opts.interrupts,
+        workqueues=opts.workqueues,
+        interrupt_sample_seconds=opts.interrupt_sample_seconds,
+        state_file=opts.state_file)
 
 
 class Settings(typing.NamedTuple):
@@ -111,8 +180,8 @@ def _mem_total_mib(paths: HostPaths) -> typing.Optional[int]:
     return None
 
 
-def _reserved_cpus(conf: typing.Any, paths: HostPaths) -> frozenset[int]:
-    text = conf.nova_pinning.reserved_cpus
+def _reserved_cpus(options: Options, paths: HostPaths) -> frozenset[int]:
+    text = options.reserved_cpus
     if not text or not text.strip():
         raise ConfigError('[nova_pinning] reserved_cpus is not set: there '
                           'are no host CPUs to confine host processes to')
@@ -130,7 +199,8 @@ def _reserved_cpus(conf: typing.Any, paths: HostPaths) -> frozenset[int]:
     return cpus
 
 
-def _nova_sets(conf: typing.Any) -> typing.Optional[NovaSets]:
+def _nova_sets(overcommit_file: typing.Optional[str]
+               ) -> typing.Optional[NovaSets]:
     """nova's (cpu_shared_set, cpu_dedicated_set) from the overcommit
     file; None where there is no nova (no file, none set aside).
     ConfigError where there is one that cannot be used (stale: set aside
@@ -138,7 +208,7 @@ def _nova_sets(conf: typing.Any) -> typing.Optional[NovaSets]:
     filesystem; corrupt, a link...): nova's present CPU sets are not
     known then, and nothing is confined against sets nobody checked
     (issue 40, L-1: a stale file used to skip the check)."""
-    path = conf.nova_pinning.overcommit_file
+    path = overcommit_file
     if not path or not (os.path.lexists(path) or
                         os.path.lexists(overcommitfile.stale_path(path))):
         return None  # no nova here
@@ -150,15 +220,16 @@ def _nova_sets(conf: typing.Any) -> typing.Optional[NovaSets]:
     return info.shared_cpus, info.dedicated_cpus
 
 
-def check_guest_overlap(conf: typing.Any, cpus: frozenset[int],
+def check_guest_overlap(overcommit_file: typing.Optional[str],
+                        cpus: frozenset[int],
                         nova_sets: typing.Optional[NovaSets] = None
                         ) -> None:
     """ConfigError when ``cpus`` (the reserved CPUs) overlap nova's
     ``cpu_shared_set`` or ``cpu_dedicated_set`` (``nova_sets``, else
-    the overcommit file read now), or when nova's sets cannot be known
+    ``overcommit_file`` read now), or when nova's sets cannot be known
     (``_nova_sets``). ``watch`` calls it again at every sweep."""
     if nova_sets is None:
-        nova_sets = _nova_sets(conf)
+        nova_sets = _nova_sets(overcommit_file)
     if nova_sets is None:
         return
     for name, text in zip(('cpu_shared_set', 'cpu_dedicated_set'),
@@ -171,7 +242,7 @@ def check_guest_overlap(conf: typing.Any, cpus: frozenset[int],
                 % (cpuset.format(cpus), name, cpuset.format(guest)))
 
 
-def _memory_nodes(opts: typing.Any,
+def _memory_nodes(opts: Options,
                   paths: HostPaths) -> typing.Optional[frozenset[int]]:
     text = opts.memory_nodes
     if not text or not text.strip():
@@ -188,9 +259,9 @@ def _memory_nodes(opts: typing.Any,
     return nodes
 
 
-def _memory_limit(opts: typing.Any,
+def _memory_limit(opts: Options,
                   paths: HostPaths) -> typing.Optional[int]:
-    limit = opts.memory_limit_mib
+    limit: typing.Optional[int] = opts.memory_limit_mib
     if not limit:
         return None
     if limit < MIN_MEMORY_LIMIT_MIB:
@@ -205,7 +276,7 @@ def _memory_limit(opts: typing.Any,
     return limit
 
 
-def check_names(opts: typing.Any) -> None:
+def check_names(opts: Options) -> None:
     """Group, unit and path options are plain names / absolute paths."""
     if not _GROUP_NAME.match(opts.group_name or '') or \
             opts.group_name in classify.MACHINE_GROUPS:
@@ -283,7 +354,7 @@ def systemd_access(paths: HostPaths = HOST
     return None, paths.system_bus
 
 
-def resolve_mode(opts: typing.Any, paths: HostPaths = HOST,
+def resolve_mode(opts: Options, paths: HostPaths = HOST,
                  undo: bool = False
                  ) -> tuple[str, typing.Optional[str], typing.Optional[str]]:
     """``(mode, systemctl path, system bus)`` (see ``systemd_access``;
@@ -312,15 +383,14 @@ def resolve_mode(opts: typing.Any, paths: HostPaths = HOST,
     return mode, None, None
 
 
-def load(conf: typing.Any, paths: HostPaths = HOST,
+def load(opts: Options, paths: HostPaths = HOST,
          nova_sets: typing.Optional[NovaSets] = None) -> Settings:
     """Validated ``Settings``; ``ConfigError`` if anything is wrong.
     ``nova_sets``: nova's (cpu_shared_set, cpu_dedicated_set) when the
     caller read the overcommit file already (a metrics scrape), else the
     file is read here."""
-    opts = conf.nova_pinning_isolation
-    cpus = _reserved_cpus(conf, paths)
-    check_guest_overlap(conf, cpus, nova_sets)
+    cpus = _reserved_cpus(opts, paths)
+    check_guest_overlap(opts.overcommit_file, cpus, nova_sets)
     mems = _memory_nodes(opts, paths)
     check_names(opts)
     mode, systemctl, bus = resolve_mode(opts, paths)

@@ -1,8 +1,9 @@
 """The isolator: confine host processes to the reserved CPUs and
 keep them there.
 
-``Isolator(conf)`` validates the configuration (``config.load``) before
-it changes anything. ``apply`` confines once (systemd: ``AllowedCPUs=``
+``Isolator(options)`` validates the configuration (``config.load`` of
+the ``config.Options`` the command read) before it changes anything.
+``apply`` confines once (systemd: ``AllowedCPUs=``
 on the host slices; cgroup v1: the host group, then one sweep of /proc
 moving every movable process into it). ``watch`` applies, then keeps
 things so: cgroup v1 follows daemon restarts through their pid files
@@ -115,10 +116,10 @@ def _same_setup(recorded: dict[str, typing.Any],
 
 class Isolator:
 
-    def __init__(self, conf: typing.Any,
+    def __init__(self, options: config.Options,
                  paths: config.HostPaths = config.HOST) -> None:
-        self.conf, self.paths = conf, paths
-        self.settings = config.load(conf, paths)
+        self.options, self.paths = options, paths
+        self.settings = config.load(options, paths)
         self.backend: backends.Backend = backends.backend_for(self.settings)
         self.proc = paths.proc
         self.state: typing.Optional[dict[str, typing.Any]] = None
@@ -161,7 +162,7 @@ class Isolator:
 
     def undo(self) -> restore.UndoResult:
         """``restore.undo`` (from the state file); an UndoResult."""
-        return restore.undo(self.conf, self.paths)
+        return restore.undo(self.options, self.paths)
 
     def follow_pins(self) -> None:
         """Interrupts, workqueues and irqbalance off the one-to-one CPUs
@@ -172,7 +173,7 @@ class Isolator:
         """Publish the status that the metrics and nova-compute read
         instead of asking systemd (``statusfile``); never raises."""
         try:
-            status = report.agent_status(self.conf, self.settings,
+            status = report.agent_status(self.options, self.settings,
                                          self.backend)
             if self.paused is not None:
                 status['paused'] = self.paused
@@ -189,7 +190,8 @@ class Isolator:
         set its file aside as stale). Sets ``paused``; one error line
         when confining stops, one when it may go on again."""
         try:
-            config.check_guest_overlap(self.conf, self.settings.cpus)
+            config.check_guest_overlap(self.options.overcommit_file,
+                                       self.settings.cpus)
         except config.ConfigError as exc:
             if self.paused != str(exc):
                 LOG.error('isolation: %s; confining nothing more until '

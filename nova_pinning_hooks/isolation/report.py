@@ -2,13 +2,13 @@
 
 Read-only and never raises. Three ways to it:
 
-* ``status(conf)``, live, for ``nova-pinning-isolate status``: asks the
+* ``status(options)``, live, for ``nova-pinning-isolate status``: asks the
   backend (systemd, or cgroupfs) now, under one total deadline
   (``[nova_pinning_isolation] status_timeout``): once systemd did not
   answer in time, no unit after it is asked;
 * ``agent_status(...)``, the same from the agent's own settings and
   backend, which it publishes after every sweep (``statusfile``);
-* ``published(conf)``: what the agent published, for every other reader
+* ``published(options)``: what the agent published, for every other reader
   (the metrics, nova-compute, ``nova-pinning status``): one small file,
   never systemd, with ``status_written``, ``status_age``,
   ``status_stale`` and ``status_sweep_interval`` (``statusfile.read``).
@@ -83,7 +83,7 @@ def _processes(settings: config.Settings) -> dict[str, typing.Any]:
             'not_confined': counts[classify.MOVABLE], 'kept': kept}
 
 
-def _live(conf: typing.Any, settings: config.Settings,
+def _live(options: config.Options, settings: config.Settings,
           backend: backends.Backend, deadline: typing.Optional[float],
           wait: bool = True) -> dict[str, typing.Any]:
     result: dict[str, typing.Any] = {
@@ -94,28 +94,27 @@ def _live(conf: typing.Any, settings: config.Settings,
         result['backend_error'] = str(exc)
     if settings.mode == 'v1':
         result.update(_processes(settings))
-    result.update(_pins(conf, settings, wait))
+    result.update(_pins(options, settings, wait))
     return result
 
 
-def _status(conf: typing.Any, paths: config.HostPaths,
-            nova_sets: typing.Optional[tuple[typing.Optional[str],
-                                             typing.Optional[str]]],
+def _status(options: config.Options, paths: config.HostPaths,
+            nova_sets: typing.Optional[config.NovaSets],
             deadline: typing.Optional[float]) -> dict[str, typing.Any]:
-    result = _recorded(conf.nova_pinning_isolation.state_file, paths.proc)
+    result = _recorded(options.state_file, paths.proc)
     try:
-        settings = config.load(conf, paths, nova_sets)
+        settings = config.load(options, paths, nova_sets)
     except config.ConfigError as exc:
         if result['state'] == 'not applied':
             result['state'] = 'not configured'
         result['why'] = str(exc)
         return result
-    result.update(_live(conf, settings, backends.backend_for(settings),
+    result.update(_live(options, settings, backends.backend_for(settings),
                         deadline))
     return result
 
 
-def _pins(conf: typing.Any, settings: config.Settings,
+def _pins(options: config.Options, settings: config.Settings,
           wait: bool = True) -> dict[str, typing.Any]:
     try:
         st = state.load(settings.state_file)
@@ -127,30 +126,29 @@ def _pins(conf: typing.Any, settings: config.Settings,
     try:
         return kernelwork.status(
             settings, st,
-            conf.nova_pinning_isolation.interrupt_sample_seconds, wait)
+            options.interrupt_sample_seconds, wait)
     except OSError as exc:
         return {'pins_error': str(exc)}
 
 
-def status(conf: typing.Any, paths: config.HostPaths = config.HOST,
-           nova_sets: typing.Optional[tuple[typing.Optional[str],
-                                            typing.Optional[str]]] = None,
+def status(options: config.Options, paths: config.HostPaths = config.HOST,
+           nova_sets: typing.Optional[config.NovaSets] = None,
            timeout: typing.Optional[float] = None) -> dict[str, typing.Any]:
     """The isolation state, asked of the backend now (see the module
     doc); never raises. ``nova_sets``: as ``config.load``'s. Nothing is
     asked of systemd after ``timeout`` seconds (default ``[nova_pinning_
     isolation] status_timeout``)."""
     if timeout is None:
-        timeout = conf.nova_pinning_isolation.status_timeout
+        timeout = options.status_timeout
     try:
-        return _status(conf, paths, nova_sets, time.monotonic() + timeout)
+        return _status(options, paths, nova_sets, time.monotonic() + timeout)
     except Exception as exc:  # a status line must not break the caller
         LOG.exception('isolation: status failed')
         return {'state': 'unknown', 'error': '%s: %s'
                 % (type(exc).__name__, exc)}
 
 
-def agent_status(conf: typing.Any, settings: config.Settings,
+def agent_status(options: config.Options, settings: config.Settings,
                  backend: backends.Backend) -> dict[str, typing.Any]:
     """``status`` as the agent sees it, through its own backend (one
     connection to systemd), for ``statusfile.write``; never raises."""
@@ -159,8 +157,8 @@ def agent_status(conf: typing.Any, settings: config.Settings,
         # No wait for a second reading of /proc/interrupts: each sweep
         # counts since the one before.
         result.update(_live(
-            conf, settings, backend,
-            time.monotonic() + conf.nova_pinning_isolation.status_timeout,
+            options, settings, backend,
+            time.monotonic() + options.status_timeout,
             wait=False))
         return result
     except Exception as exc:
@@ -169,14 +167,22 @@ def agent_status(conf: typing.Any, settings: config.Settings,
                 % (type(exc).__name__, exc)}
 
 
-def published(conf: typing.Any,
+def published(options: config.Options,
               paths: config.HostPaths = config.HOST) -> dict[str, typing.Any]:
     """What the agent published after its last sweep
+    (``published_in``, from ``[nova_pinning_isolation] state_file``).
+    Never raises."""
+    return published_in(options.state_file, paths)
+
+
+def published_in(state_file: str,
+                 paths: config.HostPaths = config.HOST
+                 ) -> dict[str, typing.Any]:
+    """What the agent published after its last sweep in ``state_file``
     (``statusfile.read``): one small file, never systemd. Never
     raises."""
     try:
-        return statusfile.read(conf.nova_pinning_isolation.state_file,
-                               paths.proc)
+        return statusfile.read(state_file, paths.proc)
     except Exception as exc:  # a status line must not break the caller
         LOG.exception('isolation: reading the published status failed')
         return {'state': 'unknown', 'status_written': 0,

@@ -129,10 +129,9 @@ def _undo_systemd(record: dict[str, typing.Any], paths: config.HostPaths,
     return len(record.get('previous', {})) - len(failures), 0, failures
 
 
-def _fallback(conf: typing.Any, paths: config.HostPaths,
+def _fallback(opts: config.Options, paths: config.HostPaths,
               why: typing.Optional[str]) -> UndoResult:
     """Undo without a usable state: what the configuration names."""
-    opts = conf.nova_pinning_isolation
     config.check_names(opts)
     mode, _, _ = config.resolve_mode(opts, paths, undo=True)
     failures = [why] if why else []
@@ -190,22 +189,22 @@ def _restore(st: dict[str, typing.Any], paths: config.HostPaths,
     return restored, others, failed + list(failures)
 
 
-def undo(conf: typing.Any,
+def undo(options: config.Options,
          paths: config.HostPaths = config.HOST) -> UndoResult:
     """Restore what the state file records; an ``UndoResult``. Raises
     ``state.StateError`` if another agent holds the lock, and
     ``config.ConfigError`` when falling back to the configuration and
     that is unusable too, or when systemd is to be told and neither
     systemctl nor the system bus is there (nothing changed then)."""
-    path = conf.nova_pinning_isolation.state_file
+    path = options.state_file
     with state.Lock(path):
-        result = _undo(conf, paths, path)
+        result = _undo(options, paths, path)
         if not os.path.lexists(path):
             statusfile.remove(path)  # it would say "applied" for a while
         return result
 
 
-def _undo(conf: typing.Any, paths: config.HostPaths,
+def _undo(options: config.Options, paths: config.HostPaths,
           path: str) -> UndoResult:
     """``undo`` under the lock."""
     try:
@@ -216,9 +215,9 @@ def _undo(conf: typing.Any, paths: config.HostPaths,
         why = '%s (set aside as %s)' % (exc, aside)
         LOG.error('isolation: %s; undoing what the configuration '
                   'names', why)
-        return _fallback(conf, paths, why)
+        return _fallback(options, paths, why)
     if st is None:
-        return _fallback(conf, paths, None)
+        return _fallback(options, paths, None)
     if state.from_earlier_boot(st, paths.proc):
         # The reboot undid it all; acting on its pids and units now
         # would move processes that merely reuse those numbers.
@@ -231,10 +230,10 @@ def _undo(conf: typing.Any, paths: config.HostPaths,
         # nothing can be undone, and the one line says what to add.
         config.systemd_access(paths)
     restored, others, failures = _restore(
-        st, paths, conf.nova_pinning_isolation.group_name)
+        st, paths, options.group_name)
     if st['mode'] == 'v1':
         confined = _still_confined(
-            st, paths.proc, conf.nova_pinning_isolation.group_name)
+            st, paths.proc, options.group_name)
         if confined and not failures:
             failures = ['pids %s are still confined'
                         % ' '.join(sorted(confined, key=int))]

@@ -96,8 +96,9 @@ def _require(ok: bool, path: str, what: str) -> None:
         raise StateError('%s: %s' % (path, what))
 
 
-def _validate_v1(record: typing.Any, path: str) -> None:
-    _require(isinstance(record, dict), path, '"v1" is not a mapping')
+def _validate_v1(record: object, path: str) -> None:
+    if not isinstance(record, dict):  # raised here: the rest reads it
+        raise StateError('%s: "v1" is not a mapping' % path)
     group = record.get('group')
     _require(isinstance(group, str) and '/' not in group and
              group not in ('', '.', '..') and len(group) < 256,
@@ -117,8 +118,9 @@ def _validate_v1(record: typing.Any, path: str) -> None:
         path, 'bad "previous"')
 
 
-def _validate_systemd(record: typing.Any, path: str) -> None:
-    _require(isinstance(record, dict), path, '"systemd" is not a mapping')
+def _validate_systemd(record: object, path: str) -> None:
+    if not isinstance(record, dict):  # raised here: the rest reads it
+        raise StateError('%s: "systemd" is not a mapping' % path)
     previous = record.get('previous', {})
     _require(isinstance(previous, dict) and all(
         isinstance(unit, str) and unit and '/' not in unit and
@@ -129,7 +131,7 @@ def _validate_systemd(record: typing.Any, path: str) -> None:
              all(isinstance(x, str) for x in slices), path, 'bad "slices"')
 
 
-def _validate(state: typing.Any, path: str) -> dict[str, typing.Any]:
+def _validate(state: object, path: str) -> dict[str, typing.Any]:
     if not isinstance(state, dict) or state.get('version') != VERSION or \
             isinstance(state.get('version'), bool):
         raise StateError('%s: not a version %d isolation state'
@@ -256,7 +258,7 @@ RETRY_KEY = 'irqbalance_retry'
 _RETRY_FIELDS = ('retry_at', 'retries')
 
 
-def _from_disk(state: typing.Any) -> typing.Any:
+def _from_disk(state: object) -> object:
     """The file's ``RETRY_KEY`` back into the irqbalance record."""
     if not isinstance(state, dict) or RETRY_KEY not in state:
         return state

@@ -102,13 +102,15 @@ def _number(value: object) -> bool:
         not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
-def _validate(doc: typing.Any, path: str) -> dict[str, typing.Any]:
+def _validate(doc: object, path: str) -> dict[str, typing.Any]:
     def require(ok: bool, what: str) -> None:
         if not ok:
             raise ValueError('%s: %s' % (path, what))
-    require(isinstance(doc, dict) and doc.get('version') == VERSION and
-            not isinstance(doc.get('version'), bool),
-            'not a version %d isolation status' % VERSION)
+    # Raised here, not by ``require``: what follows reads it as a mapping.
+    if not (isinstance(doc, dict) and doc.get('version') == VERSION and
+            not isinstance(doc.get('version'), bool)):
+        raise ValueError('%s: not a version %d isolation status'
+                         % (path, VERSION))
     require(_number(doc.get('written')), 'bad "written"')
     require(doc.get('boottime') is None or _number(doc['boottime']),
             'bad "boottime"')

@@ -5,10 +5,12 @@
 * ``hookpoints``: wraps the configured ComputeManager methods with it;
 * ``hook``: the ``bind_numa_affinity`` hook, which asks for a pass;
 * ``activation``: switching the package on (checks, nova's libvirt
-  connection, hook points, driver hooks, then the runtime);
-* ``runtime``: the passes inside nova-compute: ``runtime.service``'s
-  ``BindingService`` on a thread of nova-compute, or in a worker process
-  under eventlet;
+  connection, hook points, driver hooks, then the pass runner); the
+  configuration edge here: it reads the records the rest is handed;
+* ``passrunner``: the passes inside nova-compute, one ``PassRunner``
+  chosen at activation: ``runtime.service``'s ``BindingService`` on a
+  thread of nova-compute (``ThreadPasses``), or a worker process under
+  eventlet (``WorkerPasses``);
 * ``ratiofile``: the overcommit file from nova's configuration and the
   ratio nova reports;
 * ``compat``: what the package needs of nova, by capability;

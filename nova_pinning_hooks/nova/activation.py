@@ -4,7 +4,7 @@
 nova has what the package wraps (``compat``), makes the package bind
 nova's own libvirt connection, installs the hook points (and, on the
 libvirt driver, the allocation-ratio hook and the live migration XML
-filter, ``migration``), then starts the passes (``runtime.Runtime``:
+filter, ``migration``), then starts the passes (``passrunner.make``:
 overcommit file, first pass, vCPU polls, periodic safety net). Hooks call
 ``request_pass``, which only queues. Switched off (``[nova_pinning]
 enabled = false``) it installs the XML filter alone: guests keep the
@@ -13,7 +13,11 @@ them from reaching another host or a guest's definition.
 
 Invariants:
 
-* idempotent: one ``Runtime`` a process, made under a lock;
+* idempotent: one ``passrunner.PassRunner`` a process, made under a lock;
+* the configuration edge inside nova-compute: ``[nova_pinning]`` and
+  nova's own options are read here, once, into records
+  (``settings.read``, ``ratiofile.NovaOptions.read``), before anything
+  is installed; nothing below is handed nova's configuration;
 * all or nothing: no hook is installed unless ``compat.lacking`` found
   nothing missing;
 * inside nova-compute the package binds the guests of nova's own libvirt
@@ -43,7 +47,9 @@ from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import migration
 from nova_pinning_hooks.nova import nodesummary
-from nova_pinning_hooks.nova import runtime
+from nova_pinning_hooks.nova import passrunner
+from nova_pinning_hooks.nova import ratiofile
+from nova_pinning_hooks.passes import settings as settings_mod
 
 LOG = logging.getLogger(__name__)
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
@@ -52,7 +58,7 @@ SUMMARY_HOOK = 'nova_pinning_node_summary'
 # Where an option's value comes from when nobody set it.
 _UNSET = (cfg.Locations.opt_default, cfg.Locations.set_default)
 
-_RUNTIME: typing.Optional[runtime.Runtime] = None
+_RUNTIME: typing.Optional[passrunner.PassRunner] = None
 _REPORTER: typing.Optional[nodesummary.Reporter] = None
 _ACTIVATION_LOCK = threading.Lock()
 
@@ -78,7 +84,7 @@ def follow_nova_connection(conf: cfg.ConfigOpts) -> str:
     """Unless ``[nova_pinning] connection_uri`` is set, make it nova's
     own libvirt connection; returns the URI passes use."""
     group = conf_mod.PINNING_GROUP
-    ours = conf.nova_pinning.connection_uri
+    ours: str = conf.nova_pinning.connection_uri
     if conf.get_location('connection_uri', group).location not in _UNSET:
         LOG.info('nova-pinning-hooks: libvirt connection %s ([%s] '
                  'connection_uri)', ours, group)
@@ -121,7 +127,8 @@ def _tracker_class() -> typing.Optional[type]:
     imported."""
     try:
         from nova.compute import resource_tracker
-        return typing.cast(type, resource_tracker.ResourceTracker)
+        cls: type = resource_tracker.ResourceTracker  # nova's: untyped
+        return cls
     except Exception as exc:  # ImportError, or nova failing to import
         LOG.warning('nova-pinning-hooks: nova.compute.resource_tracker: '
                     '%s: no summary reported to nova\'s scheduler', exc)
@@ -160,10 +167,10 @@ def activate(conf: cfg.ConfigOpts,
              driver_cls: typing.Optional[type] = None,
              migration_module: typing.Optional[types.ModuleType] = None,
              tracker_cls: typing.Optional[type] = None
-             ) -> typing.Optional[runtime.Runtime]:
+             ) -> typing.Optional[passrunner.PassRunner]:
     """Switch nova-pinning-hooks on in this nova-compute; idempotent.
 
-    Returns the ``runtime.Runtime``, or None when switched off (only the
+    Returns the ``passrunner.PassRunner``, or None when switched off (only the
     XML filter installed: ``_switched_off``), or when this nova lacks
     something the package relies on (``compat``: one error line, nothing
     installed). With ``report_summary``, the resource tracker's
@@ -192,14 +199,17 @@ def activate(conf: cfg.ConfigOpts,
         # Neither is None: ``compat.lacking`` said so.
         assert driver_cls is not None and migration_module is not None
         follow_nova_connection(conf)  # before anything is installed
+        # The configuration, read once (after the connection's override).
+        config = settings_mod.read(conf)
+        nova = ratiofile.NovaOptions.read(conf)
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)
         _install_driver_hooks(driver_cls, migration_module)
         # Load the hooks now, not on nova's thread at its first operation.
         hooks.manager(conf.nova_pinning.hook_name)
         hooks.manager(RATIO_HOOK)
-        _RUNTIME = runtime.Runtime(conf)
-        if conf.nova_pinning.report_summary:
+        _RUNTIME = passrunner.make(config, nova)
+        if config.report_summary:
             tracker_cls = tracker_cls or _tracker_class()
             if tracker_cls is not None and \
                     nodesummary.install(tracker_cls, SUMMARY_HOOK):

@@ -15,7 +15,7 @@ is where the package adds its key, ``summary.KEY``: a pre-hook on
 at every claim and deletion, not once a minute.
 
 What is reported (``Reporter``): the summary of the last pass that
-planned (``runtime.Runtime.basis``: the pass thread's, or under eventlet
+planned (``passrunner.PassRunner.basis``: the pass thread's, or under eventlet
 the pass worker's file), less the guests nova's resource tracker no
 longer counts on this host (deleted or moved away before the next pass
 saw them go: ``summary.report``). The guests it counts that no pass saw

@@ -24,6 +24,7 @@ says that there are none.
 
 import typing
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_pinning_hooks.nova import activation
@@ -36,7 +37,7 @@ DRIVER_NAME = 'nova_pinning'  # setup.cfg's entry point
 class ActivationDriver:
     """oslo.messaging.notify.drivers entry point ``nova_pinning``."""
 
-    def __init__(self, conf: typing.Any,
+    def __init__(self, conf: cfg.ConfigOpts,
                  topics: typing.Optional[list[str]] = None,
                  transport: typing.Any = None) -> None:
         self.conf = conf
@@ -64,7 +65,7 @@ class ActivationDriver:
         return None
 
 
-def other_drivers(conf: typing.Any) -> list[str]:
+def other_drivers(conf: cfg.ConfigOpts) -> list[str]:
     """The notification drivers configured beside ours (``noop`` sends
     nothing, so it is none)."""
     try:

@@ -5,8 +5,11 @@ configuration at activation, and again whenever nova reports another
 VCPU allocation ratio for its node (``update_provider_tree``: placement's,
 unless ``cpu_allocation_ratio`` overrides it), with its source
 (``placement``, or the option that set it): nova's ratio rule
-(``effective_ratio``, ``from_nova_conf``). Every pass reads this file
+(``effective_ratio``, ``content``). Every pass reads this file
 (``host.overcommitfile``, its format); so do the agents and commands.
+nova's options are read once, at activation, into a ``NovaOptions``
+(``NovaOptions.read``, the edge): the writer is handed that record and
+the file's path, never nova's configuration.
 
 Invariants:
 
@@ -31,12 +34,14 @@ Invariants:
   host until it is writable again.
 """
 
+import dataclasses
 import datetime
 import errno
 import os
 import socket
 import typing
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_pinning_hooks.host import overcommitfile
@@ -57,37 +62,67 @@ def effective_ratio(cpu_allocation_ratio: typing.Optional[float],
             'initial_cpu_allocation_ratio')
 
 
-def from_nova_conf(conf: typing.Any, ratio: typing.Optional[float] = None
-                   ) -> dict[str, typing.Any]:
-    """The file's content from nova's configuration object, and from the
-    VCPU allocation ratio of the node's inventory once nova reported one
+@dataclasses.dataclass(frozen=True)
+class NovaOptions:
+    """What the file takes from nova's configuration."""
+
+    cpu_allocation_ratio: typing.Optional[float]
+    initial_cpu_allocation_ratio: typing.Optional[float]
+    # [compute] cpu_shared_set, else (before Train) vcpu_pin_set
+    shared_cpus: typing.Optional[str]
+    dedicated_cpus: typing.Optional[str]  # [compute] cpu_dedicated_set
+    host: str  # nova's [DEFAULT] host, else this machine's name
+
+    @classmethod
+    def read(cls, conf: cfg.ConfigOpts) -> 'NovaOptions':
+        """nova's options, from nova's configuration object (the edge)."""
+        shared = conf.compute.cpu_shared_set
+        # Before Train, vcpu_pin_set named the CPUs guests may use.
+        if not shared and getattr(conf, 'vcpu_pin_set', None):
+            shared = conf.vcpu_pin_set
+        return cls(cpu_allocation_ratio=conf.cpu_allocation_ratio,
+                   initial_cpu_allocation_ratio=(
+                       conf.initial_cpu_allocation_ratio),
+                   shared_cpus=shared or None,
+                   dedicated_cpus=conf.compute.cpu_dedicated_set or None,
+                   host=getattr(conf, 'host', None) or socket.gethostname())
+
+
+def content(nova: NovaOptions, ratio: typing.Optional[float] = None
+            ) -> dict[str, typing.Any]:
+    """The file's content from nova's options, and from the VCPU
+    allocation ratio of the node's inventory once nova reported one
     (``ratio``): placement's, unless ``cpu_allocation_ratio`` overrides
     it (nova's ``ComputeDriver._get_allocation_ratios``)."""
     if ratio is None:
-        ratio, source = effective_ratio(conf.cpu_allocation_ratio,
-                                        conf.initial_cpu_allocation_ratio)
+        ratio, source = effective_ratio(nova.cpu_allocation_ratio,
+                                        nova.initial_cpu_allocation_ratio)
     else:
         ratio = float(ratio)
-        source = ('cpu_allocation_ratio' if conf.cpu_allocation_ratio
+        source = ('cpu_allocation_ratio' if nova.cpu_allocation_ratio
                   else 'placement')
-    shared = conf.compute.cpu_shared_set
-    # Before Train, vcpu_pin_set named the CPUs guests may use.
-    if not shared and getattr(conf, 'vcpu_pin_set', None):
-        shared = conf.vcpu_pin_set
     return {'version': overcommitfile.VERSION,
-            'host': getattr(conf, 'host', None) or socket.gethostname(),
+            'host': nova.host,
             'written_at': datetime.datetime.now(
                 datetime.timezone.utc).isoformat(timespec='seconds'),
             'allocation_ratio': ratio,
             'ratio_source': source,
-            'shared_cpus': shared or None,
-            'dedicated_cpus': conf.compute.cpu_dedicated_set or None}
+            'shared_cpus': nova.shared_cpus,
+            'dedicated_cpus': nova.dedicated_cpus}
+
+
+def from_nova_conf(conf: cfg.ConfigOpts, ratio: typing.Optional[float] = None
+                   ) -> dict[str, typing.Any]:
+    """The file's content from nova's configuration object (``content``
+    of ``NovaOptions.read``)."""
+    return content(NovaOptions.read(conf), ratio)
 
 
 class RatioFile:
+    """Writes ``path``, the overcommit file, from ``nova``'s options."""
 
-    def __init__(self, conf: typing.Any) -> None:
-        self.conf = conf
+    def __init__(self, nova: NovaOptions, path: str) -> None:
+        self.nova, self.path = nova, path
         # the ratio last written to the overcommit file
         self.ratio: typing.Optional[float] = None
         self._pending_ratio: typing.Optional[float] = None
@@ -134,22 +169,22 @@ class RatioFile:
     def write(self, ratio: typing.Optional[float] = None) -> bool:
         """Write the file from nova's configuration (and the ratio nova
         reported, if any); True once written or found right."""
-        path: str = self.conf.nova_pinning.overcommit_file
-        content: typing.Optional[dict[str, typing.Any]] = None
+        path = self.path
+        written: typing.Optional[dict[str, typing.Any]] = None
         try:
-            content = from_nova_conf(self.conf, ratio)
+            written = content(self.nova, ratio)
             # Only this writer writes the file: what a crash left of an
             # earlier write is garbage.
             safefs.remove_stale_temporaries(path)
-            overcommitfile.write(path, content)
+            overcommitfile.write(path, written)
         except Exception as exc:
-            self._not_written(path, content, exc, ratio)
+            self._not_written(path, written, exc, ratio)
             return False
-        self.ratio = content['allocation_ratio']
+        self.ratio = written['allocation_ratio']
         self.written_ratio = ratio
         self.ok, self.error = True, None
         LOG.info('nova-pinning-hooks: wrote %s: allocation ratio %s (%s)',
-                 path, content['allocation_ratio'], content['ratio_source'])
+                 path, written['allocation_ratio'], written['ratio_source'])
         return True
 
     @staticmethod

@@ -11,7 +11,8 @@ Invariants:
   endpoint's own (its own libvirt connection): a scrape never waits for
   a pass, nor a pass for a scrape;
 * the server is bounded by ``[nova_pinning] metrics_max_requests``,
-  ``metrics_max_requests_per_peer`` and ``metrics_read_timeout``.
+  ``metrics_max_requests_per_peer`` and ``metrics_read_timeout``
+  (``settings.ObserveSettings``, handed in: never the configuration).
 """
 
 import threading
@@ -22,9 +23,11 @@ from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 
-def server(rec: reconciler.Reconciler, conf: typing.Any, address: str,
+def server(rec: reconciler.Reconciler,
+           observe: settings_mod.ObserveSettings, address: str,
            port: int, stats: typing.Optional[passstats.PassStats] = None
            ) -> httpserve.MetricsServer:
     """A ``httpserve.MetricsServer`` of the host's metrics (and of
@@ -32,19 +35,19 @@ def server(rec: reconciler.Reconciler, conf: typing.Any, address: str,
     metrics_max_requests``, ``metrics_max_requests_per_peer`` and
     ``metrics_read_timeout``, not started.
     Raises ``OSError`` if the address cannot be bound."""
-    group = conf.nova_pinning
     return httpserve.MetricsServer(
-        address, port, metrics.LiveCollector(rec, conf, stats).render,
-        max_requests=group.metrics_max_requests,
-        read_timeout=group.metrics_read_timeout,
-        max_per_peer=group.metrics_max_requests_per_peer)
+        address, port, metrics.LiveCollector(rec, observe, stats).render,
+        max_requests=observe.metrics_max_requests,
+        read_timeout=observe.metrics_read_timeout,
+        max_per_peer=observe.metrics_max_requests_per_peer)
 
 
-def serve(rec: reconciler.Reconciler, conf: typing.Any, address: str,
+def serve(rec: reconciler.Reconciler,
+          observe: settings_mod.ObserveSettings, address: str,
           port: int, stop: threading.Event) -> None:
     """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
     Event) is set. Raises ``OSError`` if the address cannot be bound."""
-    server(rec, conf, address, port).serve_forever(stop)
+    server(rec, observe, address, port).serve_forever(stop)
 
 
 class Endpoint:
@@ -53,13 +56,14 @@ class Endpoint:
     libvirt connection: a scrape never waits for a pass, nor a pass for
     a scrape), with the process's pass counters."""
 
-    def __init__(self, conf: typing.Any,
+    def __init__(self, passes: settings_mod.PassSettings,
+                 observe: settings_mod.ObserveSettings,
                  stats: typing.Optional[passstats.PassStats], address: str,
                  port: int,
                  connect: typing.Optional[hostport.Connect] = None) -> None:
-        self.rec = reconciler.Reconciler(conf, connect=connect)
+        self.rec = reconciler.Reconciler(passes, connect=connect)
         try:
-            self.http = server(self.rec, conf, address, port, stats)
+            self.http = server(self.rec, observe, address, port, stats)
         except Exception:
             self.rec.close()
             raise

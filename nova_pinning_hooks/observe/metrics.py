@@ -126,7 +126,8 @@ def _kernel_work(iso: typing.Mapping[str, typing.Any]
         yield family
 
 
-def read_view(rec: reconciler.Reconciler, conf: typing.Any,
+def read_view(rec: reconciler.Reconciler,
+              observe: settings_mod.ObserveSettings,
               plan: typing.Optional[plan_mod.Plan] = None,
               isolation: bool = True,
               settings: typing.Optional[settings_mod.HostSettings] = None
@@ -143,7 +144,7 @@ def read_view(rec: reconciler.Reconciler, conf: typing.Any,
     view = HostView(plan=plan)
     try:
         if settings is None:
-            settings = settings_mod.load(conf)
+            settings = settings_mod.load(rec.config.ratio)
         view.ratio_source = settings.ratio_source
         if view.plan is None:
             _, view.plan, _ = rec.plan(settings=settings)
@@ -157,12 +158,12 @@ def read_view(rec: reconciler.Reconciler, conf: typing.Any,
         # The agent's published status: one small file, never systemd
         # (up to 16 D-Bus calls of 30 s each, on nova-compute's pass
         # thread, before).
-        view.isolation = report.published(conf)
-    view.overcommit = overcommit_times(conf, settings)
+        view.isolation = report.published_in(observe.isolation_state_file)
+    view.overcommit = overcommit_times(rec.config.ratio, settings)
     return view
 
 
-def overcommit_times(conf: typing.Any,
+def overcommit_times(source: settings_mod.RatioSource,
                      settings: typing.Optional[settings_mod.HostSettings]
                      ) -> typing.Optional[dict[str, float]]:
     """When the overcommit file was written (0: missing or unusable:
@@ -170,7 +171,7 @@ def overcommit_times(conf: typing.Any,
     ``[nova_pinning] allocation_ratio`` stands in for the file. A file
     written before the boot was not rewritten by nova-compute since:
     stale."""
-    if conf.nova_pinning.allocation_ratio is not None:
+    if source.allocation_ratio is not None:
         return None
     written = 0.0  # no settings, no time or a bad one: unusable
     if settings is not None and settings.written_at is not None:
@@ -440,7 +441,8 @@ def exposition(view: HostView,
     """The Prometheus text exposition (str) of ``view`` and ``stats``."""
     registry = prom_registry.CollectorRegistry(auto_describe=False)
     registry.register(_Collector(view, stats))
-    return prom_exposition.generate_latest(registry).decode('utf-8')
+    text: bytes = prom_exposition.generate_latest(registry)
+    return text.decode('utf-8')
 
 
 class LiveCollector:
@@ -458,16 +460,17 @@ class LiveCollector:
     concurrent scrapes end together instead of one read after another
     (5 scrapes of a 2 s read ended at 2, 4, 6, 8 and 10 s before)."""
 
-    def __init__(self, rec: reconciler.Reconciler, conf: typing.Any,
+    def __init__(self, rec: reconciler.Reconciler,
+                 observe: settings_mod.ObserveSettings,
                  stats: typing.Optional[passstats.PassStats] = None
                  ) -> None:
-        self.rec, self.conf, self.stats = rec, conf, stats
+        self.rec, self.observe, self.stats = rec, observe, stats
         self._flight: singleflight.SingleFlight[HostView] = \
             singleflight.SingleFlight()
 
     def _read(self) -> HostView:
         plan = self.stats.last_plan if self.stats is not None else None
-        return read_view(self.rec, self.conf, plan=plan)
+        return read_view(self.rec, self.observe, plan=plan)
 
     def collect(self) -> typing.Iterator[core.Metric]:
         view = self._flight.do(self._read)
@@ -477,4 +480,5 @@ class LiveCollector:
         """The exposition (bytes) of one scrape."""
         registry = prom_registry.CollectorRegistry(auto_describe=False)
         registry.register(self)
-        return prom_exposition.generate_latest(registry)
+        text: bytes = prom_exposition.generate_latest(registry)
+        return text

@@ -2,6 +2,10 @@
 pass thread, the ``nova-pinning agent`` worker): its pass counters
 (``passstats``), the textfile written after each of its passes
 (``textfile``) and, when asked, its HTTP endpoint (``endpoint``).
+
+Invariants: handed the records it needs (``settings.PassSettings`` for
+the endpoint's own reconciler, ``settings.ObserveSettings``), never the
+configuration; ``after_pass`` never raises.
 """
 
 import typing
@@ -11,6 +15,7 @@ from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.observe import textfile
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 
 class PassMetrics:
@@ -18,15 +23,17 @@ class PassMetrics:
     after each of its passes (``textfile.after_pass``) and, with ``listen``
     (``(address, port)``), its HTTP endpoint (``start_endpoint``)."""
 
-    def __init__(self, conf: typing.Any, log: typing.Any) -> None:
-        self.conf, self.log = conf, log
+    def __init__(self, passes: settings_mod.PassSettings,
+                 observe: settings_mod.ObserveSettings,
+                 log: typing.Any) -> None:
+        self.passes, self.observe, self.log = passes, observe, log
         self.stats = passstats.PassStats()
         self.endpoint: typing.Optional[endpoint_mod.Endpoint] = None
 
     def after_pass(self, rec: reconciler.Reconciler,
                    result: reconciler.PassResult) -> bool:
         """Never raises (see ``textfile.after_pass``)."""
-        return textfile.after_pass(rec, self.conf, result, self.stats,
+        return textfile.after_pass(rec, self.observe, result, self.stats,
                                    self.log)
 
     def start_endpoint(self, listen: tuple[str, int],
@@ -35,14 +42,15 @@ class PassMetrics:
         """Serve the metrics with these pass counters on ``listen``;
         raises ``OSError`` if it cannot be bound."""
         address, port = listen
-        if self.conf.nova_pinning.metrics_textfile:
+        if self.observe.metrics_textfile:
             self.log.warning(
                 'nova-pinning-hooks: metrics served on %s port %d and '
                 'written to %s: scrape one of them, not both (every '
                 'series would be there twice)', address, port,
-                self.conf.nova_pinning.metrics_textfile)
+                self.observe.metrics_textfile)
         self.endpoint = endpoint_mod.Endpoint(
-            self.conf, self.stats, address, port, connect=connect).start()
+            self.passes, self.observe, self.stats, address, port,
+            connect=connect).start()
         self.log.info('nova-pinning-hooks: metrics on http://%s:%d/metrics',
                       address, port)
         return self.endpoint

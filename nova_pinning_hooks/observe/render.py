@@ -168,10 +168,7 @@ def _grid(cores: typing.Sequence[frozenset[int]], threads: int,
 def _guest_rows(p: plan_mod.Plan, keys: typing.Mapping[str, str],
                 change_list: typing.Iterable[plan_mod.PinChange]
                 ) -> list[str]:
-    pending: dict[str, int] = {}
-    for c in change_list:
-        if c.kind != plan_mod.ChangeKind.NUMA:
-            pending[c.uuid] = pending.get(c.uuid, 0) + 1
+    pending = plan_mod.pending_pins(change_list)
     rows = [('key', 'guest', 'mode', 'home', 'vCPUs', 'pins', 'live',
              'rule: reason')]
     apart = p.emulator_threads != emuthreads.GUEST

@@ -52,8 +52,7 @@ def measure(p: plan_mod.Plan, before: hostport.VcpuSample,
                                              None, None, 0.0, 'gone')
     homes = {uuid: gp.home_node for uuid, gp in plans.items()}
     pools = {n: len(cpus) for n, cpus in p.pool_by_node.items()}
-    pending = frozenset(c.uuid for c in changes
-                        if c.kind != plan_mod.ChangeKind.NUMA)
+    pending = frozenset(plan_mod.pending_pins(changes))
     return Measurement(wall_seconds, rates, steal.node_load(rates, homes,
                                                             pools), plans,
                        pending)

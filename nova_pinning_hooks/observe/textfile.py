@@ -26,6 +26,7 @@ from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 
 def write_textfile(path: str, text: str) -> None:
@@ -36,7 +37,8 @@ def write_textfile(path: str, text: str) -> None:
                         create_dir=False)
 
 
-def after_pass(rec: reconciler.Reconciler, conf: typing.Any,
+def after_pass(rec: reconciler.Reconciler,
+               observe: settings_mod.ObserveSettings,
                result: reconciler.PassResult, stats: passstats.PassStats,
                log: typing.Any) -> bool:
     """What nova-compute does after each pass: count it and, when
@@ -45,10 +47,10 @@ def after_pass(rec: reconciler.Reconciler, conf: typing.Any,
     Returns True when the textfile was written."""
     try:
         stats.record(result)
-        path = conf.nova_pinning.metrics_textfile
+        path = observe.metrics_textfile
         if not path:
             return False
-        view = metrics.read_view(rec, conf, plan=result.plan,
+        view = metrics.read_view(rec, observe, plan=result.plan,
                                  settings=result.settings)
         write_textfile(path, metrics.exposition(view, stats))
         return True

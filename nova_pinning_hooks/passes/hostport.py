@@ -19,6 +19,7 @@ Invariants:
 import typing
 
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.host import virtread
@@ -38,9 +39,9 @@ class PassHost(typing.Protocol):
         here: ``virt.Host``'s is a ``collections.Counter``)."""
 
     def read_snapshot(self, model: typing.Optional[model_mod.HostModel] = None
-                      ) -> typing.Dict[str, typing.Any]:
-        """The live host as a snapshot dict (read what the model cannot
-        vouch for)."""
+                      ) -> snapshot_mod.LiveSnapshot:
+        """The live host, without the ratio and CPU sets (read what the
+        model cannot vouch for)."""
 
     def apply(self, changes: typing.List[plan_mod.PinChange]
               ) -> ApplyResult:
@@ -54,6 +55,10 @@ class PassHost(typing.Protocol):
 
     def set_deadline(self, deadline: typing.Optional[float]) -> None:
         """Bound every later call by ``deadline`` (monotonic)."""
+
+    def unknown_facts(self) -> typing.Dict[str, typing.Optional[str]]:
+        """{guest name: why} of the guests whose qemu process could not
+        be proven (``qemuproof``): their /proc facts are unknown."""
 
     def watch(self, model: model_mod.HostModel,
               on_change: typing.Callable[[str], object]) -> None:

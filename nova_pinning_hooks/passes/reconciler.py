@@ -6,6 +6,8 @@ against the pins in force and writes only the differences.
 
 Invariants:
 
+* a reconciler is handed its configuration once, as a
+  ``settings.PassSettings`` (read at the edge by ``settings.read``);
 * passes on one host never overlap: ``passlock.PassLock`` on
   ``[nova_pinning] lock_path`` serialises them across threads, processes
   and users (hooks and periodic passes as the nova user, the CLI as
@@ -96,13 +98,6 @@ class PassResult:
         return self.error is None and not self.skipped
 
 
-def host_options(conf: typing.Any) -> virt.HostOptions:
-    """The connection's options, from ``[nova_pinning]``."""
-    group = conf.nova_pinning
-    return virt.HostOptions(**{f.name: getattr(group, f.name) for f in
-                               dataclasses.fields(virt.HostOptions)})
-
-
 def calls_since(host: typing.Optional[hostport.PassHost],
                 before: typing.Mapping[str, int]) -> typing.Dict[str, int]:
     """The libvirt calls ``host`` (None: no connection, no calls) made
@@ -121,11 +116,11 @@ _PlanKey = typing.Tuple[int, str, str]
 class Reconciler:
     """Runs passes against one libvirt connection, kept between passes."""
 
-    def __init__(self, conf: typing.Any,
+    def __init__(self, config: settings_mod.PassSettings,
                  connect: typing.Optional[hostport.Connect] = None,
                  model: typing.Optional[model_mod.HostModel] = None
                  ) -> None:
-        self._conf = conf
+        self.config = config
         self._connect = connect
         self._host: typing.Optional[hostport.PassHost] = None
         self.model = model
@@ -147,8 +142,8 @@ class Reconciler:
     def _adapter(self) -> hostport.PassHost:
         if self._host is None:
             connect = self._connect or virt.connect
-            self._host = connect(self._conf.nova_pinning.connection_uri,
-                                 host_options(self._conf))
+            self._host = connect(self.config.connection_uri,
+                                 self.config.host)
         return self._host
 
     def host(self) -> hostport.PassHost:
@@ -157,13 +152,14 @@ class Reconciler:
 
     def read(self,
              settings: typing.Optional[settings_mod.HostSettings] = None
-             ) -> typing.Dict[str, typing.Any]:
-        """The live host as a snapshot dict (the ``snapshot`` command);
-        ``settings`` (a ``settings.HostSettings``) read now if not given."""
+             ) -> snapshot_mod.LiveSnapshot:
+        """The live host with its ratio and CPU sets (the ``snapshot``
+        command writes its ``to_json``); ``settings`` (a
+        ``settings.HostSettings``) read now if not given."""
         if self.model is None:
             raw = self._adapter().read_snapshot()
         else:
-            interval = self._conf.nova_pinning.resync_interval
+            interval = self.config.times.resync_interval
             now = time.monotonic()
             # The agent asks for its resync pass every ``interval``
             # seconds, and its first pass started a coalescing delay after
@@ -177,10 +173,9 @@ class Reconciler:
                 self._next_resync = now + interval
             raw = self._adapter().read_snapshot(self.model)
         if settings is None:
-            settings = settings_mod.load(self._conf)
+            settings = settings_mod.load(self.config.ratio)
         self.settings = settings  # the last read: a pass hands them on
-        raw.update(settings.snapshot_fields())
-        return raw
+        return raw.with_settings(settings)
 
     def vcpu_stats(self) -> hostport.VcpuStats:
         """One reading of every running guest's vCPU counters
@@ -195,11 +190,16 @@ class Reconciler:
         ``release``: the plan that puts managed guests on every CPU;
         ``settings``: as ``read``."""
         raw = self.read(settings)
-        overrides = settings_mod.policy_overrides(self._conf)
+        overrides = self.config.policy_overrides()
         self._plan_key = None
         if self.model is not None and not release:
-            self._plan_key = (self.model.generation, repr(sorted(
-                (k, v) for k, v in raw.items() if k != 'domains')),
+            assert raw.settings is not None  # ``read`` put them there
+            # What the plan depends on besides the domains: the host's
+            # capabilities, the ratio and CPU sets (not when the file
+            # was written), the policy's options.
+            self._plan_key = (self.model.generation, repr((
+                raw.capabilities,
+                sorted(raw.settings.snapshot_fields().items()))),
                 repr(sorted(overrides.items())))
             if self._last is not None and self._last[0] == self._plan_key:
                 self.compared = 0
@@ -241,14 +241,15 @@ class Reconciler:
         try:
             # ``release`` is how a switched-off host gives its guests
             # back to nova's CPUs: it runs whatever the switch says.
-            if not self._conf.nova_pinning.enabled and not release:
+            if not self.config.enabled and not release:
                 result.error = 'disabled ([nova_pinning] enabled = false)'
                 return result
-            group = self._conf.nova_pinning
+            times = self.config.times
             # Each pass opens the lock afresh, so this also serialises
             # threads sharing self._host.
-            with passlock.PassLock(group.lock_path, group.lock_timeout):
-                self._pass(result, time.monotonic() + group.pass_timeout)
+            with passlock.PassLock(self.config.lock_path,
+                                   times.lock_timeout):
+                self._pass(result, time.monotonic() + times.pass_timeout)
         except (settings_mod.SettingsError, snapshot_mod.SnapshotError,
                 policy.PolicyError) as exc:
             result.error, result.error_kind = str(exc), 'input'

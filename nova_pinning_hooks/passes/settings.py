@@ -1,33 +1,67 @@
-"""What a pass reads besides libvirt: the ratio, its source, CPU sets.
+"""The configuration edge: ``[nova_pinning]`` read once into records.
 
-``load(conf)`` reads them once into a ``HostSettings``: ``[nova_pinning]
-allocation_ratio`` when it is set, else the overcommit file nova-compute
-writes (``host.overcommitfile``: its format and checks). A pass reads
-them once (``reconciler.Reconciler.read``), and a metrics scrape once
-too: ``observe.metrics.read_view`` hands the one it read to the plan,
-the isolation state and the file's times, so each opens the file once.
-``policy_overrides`` gives the policy's other options, one
-``[nova_pinning]`` option per ``policy.Options`` field.
+``read(conf)`` is the one place below the commands and nova's hooks
+that looks into an oslo.config object: it reads ``[nova_pinning]`` (and
+the isolation state file's path of ``[nova_pinning_isolation]``) once
+into frozen records, and every layer below is handed the record it
+needs, never ``conf``:
+
+* ``PassSettings`` (a ``reconciler.Reconciler``'s): the switch, the
+  connection (its URI and ``virt.HostOptions``), the lock, the pass
+  times (``PassTimes``), where the ratio comes from (``RatioSource``)
+  and the policy's options (``policy``);
+* ``ObserveSettings`` (``observe``'s): the textfile, the endpoint's
+  bounds, the isolation agent's published status;
+* ``RuntimeSettings`` (the long-lived service's, nova-compute's pass
+  runner's): the two above, the summary file and the configuration
+  files a worker process is started with.
+
+What a pass reads besides libvirt, the ratio and CPU sets, is read at
+each pass, not here: ``load(source)`` reads them into a
+``hostsettings.HostSettings`` (``[nova_pinning] allocation_ratio`` when
+it is set, else the overcommit file nova-compute writes,
+``host.overcommitfile``: its format and checks). A pass reads them once
+(``reconciler.Reconciler.read``), and a metrics scrape once too:
+``observe.metrics.read_view`` hands the one it read to the plan, the
+isolation state and the file's times, so each opens the file once.
 
 Invariants:
 
+* the records are frozen: what a process read at its start is what its
+  passes use (a command that overrides an option, ``--connection``,
+  does so before it reads);
+* ``PassSettings.policy`` holds every ``policy.Options`` field outside
+  ``FROM_SNAPSHOT``, from the ``[nova_pinning]`` option of its name: a
+  field added to ``Options`` without its option fails ``read`` loudly
+  (``NoSuchOptError``), never silently keeps its default;
 * ``load`` raises ``SettingsError`` (one message naming the file or the
-  option) or returns settings whose ratio passed the edge's check: the
-  option's (> 0) or the file's (``overcommitfile.read``);
-* CPU sets are CPU set text or None, as a snapshot holds them;
+  option) or returns settings whose ratio passed one of the ratio's two
+  edges: the option's (``policy.ratio_ok``, here) or the file's
+  (``overcommitfile.read``);
 * ``written_at`` is the file's, None when the option stands in for it.
 """
 
 import dataclasses
 import typing
 
+from oslo_config import cfg
+
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.host import overcommitfile
+from nova_pinning_hooks.host import virt
+
+# The ratio's one shape (``engine.hostsettings``), named where passes
+# and the layers above look for it.
+HostSettings = hostsettings.HostSettings
 
 # The fields of ``policy.Options`` a snapshot carries (``HostSettings``);
 # every other field is the ``[nova_pinning]`` option of the same name.
 FROM_SNAPSHOT = frozenset(('allocation_ratio', 'reserved_cpus',
                            'shared_cpus', 'dedicated_cpus'))
+
+# A policy option's value, as oslo.config gives it.
+PolicyValue = typing.Union[str, float, bool]
 
 
 class SettingsError(Exception):
@@ -35,65 +69,110 @@ class SettingsError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class HostSettings:
-    allocation_ratio: float
-    ratio_source: str
-    reserved_cpus: typing.Optional[str] = None
-    shared_cpus: typing.Optional[str] = None
-    dedicated_cpus: typing.Optional[str] = None
-    written_at: typing.Optional[str] = None
+class RatioSource:
+    """Where a pass finds the ratio and CPU sets (``load``)."""
 
-    def snapshot_fields(self) -> typing.Dict[
-            str, typing.Union[float, str, None]]:
-        """The snapshot's keys these settings fill."""
-        return {'allocation_ratio': self.allocation_ratio,
-                'ratio_source': self.ratio_source,
-                'reserved_cpus': self.reserved_cpus,
-                'shared_cpus': self.shared_cpus,
-                'dedicated_cpus': self.dedicated_cpus}
-
-    def nova_sets(self) -> typing.Optional[
-            typing.Tuple[typing.Optional[str], typing.Optional[str]]]:
-        """nova's (cpu_shared_set, cpu_dedicated_set) as the overcommit
-        file had them; None when the option stood in and the file was
-        not read (a reader that needs nova's sets reads it then)."""
-        if self.written_at is None:
-            return None
-        return self.shared_cpus, self.dedicated_cpus
+    allocation_ratio: typing.Optional[float]  # the option; None: the file
+    overcommit_file: str
+    reserved_cpus: typing.Optional[str]  # CPU set text, None when unset
 
 
-def load(conf: typing.Any) -> HostSettings:
-    """Ratio and CPU sets for a pass, from ``conf`` (``[nova_pinning]``).
+@dataclasses.dataclass(frozen=True)
+class PassTimes:
+    """How long a pass may take and how often passes come, in seconds."""
 
-    ``allocation_ratio`` wins when set; otherwise the overcommit file
-    that the nova plugin writes supplies the ratio and nova's CPU sets.
-    """
+    lock_timeout: float
+    pass_timeout: float
+    resync_interval: float
+    coalesce_delay: float
+    vcpu_poll_interval: float
+    periodic_interval: float
+    summary_max_age: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PassSettings:
+    """What a ``reconciler.Reconciler`` needs of the configuration."""
+
+    enabled: bool
+    connection_uri: str
+    lock_path: str
+    times: PassTimes
+    host: virt.HostOptions
+    ratio: RatioSource
+    # (field, value) of every ``policy.Options`` field outside
+    # ``FROM_SNAPSHOT``, by name
+    policy: tuple[tuple[str, PolicyValue], ...]
+
+    def policy_overrides(self) -> dict[str, PolicyValue]:
+        """The policy's options that come from configuration, not from
+        the snapshot (``snapshot.load``'s ``overrides``)."""
+        return dict(self.policy)
+
+
+@dataclasses.dataclass(frozen=True)
+class ObserveSettings:
+    """What the metrics need of the configuration."""
+
+    metrics_textfile: typing.Optional[str]
+    metrics_listen: typing.Optional[str]
+    metrics_max_requests: int
+    metrics_read_timeout: float
+    metrics_max_requests_per_peer: int
+    # [nova_pinning_isolation] state_file: where the isolation agent
+    # publishes its status
+    isolation_state_file: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSettings:
+    """What a long-lived process that runs passes needs: the binding
+    service (``runtime.service``) and nova-compute's pass runner."""
+
+    passes: PassSettings
+    observe: ObserveSettings
+    summary_file: str
+    report_summary: bool
+    # the configuration a worker process is started with (nova's)
+    config_files: tuple[str, ...] = ()
+    config_dirs: tuple[str, ...] = ()
+
+
+def read(conf: cfg.ConfigOpts) -> RuntimeSettings:
+    """Every record, from ``conf`` (an oslo.config ``ConfigOpts`` with
+    the package's options registered): the configuration edge."""
     group = conf.nova_pinning
-    reserved = group.reserved_cpus or None
-    if group.allocation_ratio is not None:
-        if group.allocation_ratio <= 0:
-            raise SettingsError('[nova_pinning] allocation_ratio must be '
-                                '> 0, not %s' % group.allocation_ratio)
-        return HostSettings(allocation_ratio=group.allocation_ratio,
-                            ratio_source='[nova_pinning] allocation_ratio',
-                            reserved_cpus=reserved)
-    try:
-        info = overcommitfile.read(group.overcommit_file)
-    except overcommitfile.OvercommitError as exc:
-        raise SettingsError(str(exc)) from None
-    return HostSettings(allocation_ratio=info.allocation_ratio,
-                        ratio_source=info.ratio_source or 'unknown',
-                        reserved_cpus=reserved,
-                        shared_cpus=info.shared_cpus,
-                        dedicated_cpus=info.dedicated_cpus,
-                        written_at=info.written_at)
+    times = PassTimes(**{f.name: getattr(group, f.name)
+                         for f in dataclasses.fields(PassTimes)})
+    passes = PassSettings(
+        enabled=group.enabled, connection_uri=group.connection_uri,
+        lock_path=group.lock_path, times=times,
+        host=virt.HostOptions(**{f.name: getattr(group, f.name) for f in
+                                 dataclasses.fields(virt.HostOptions)}),
+        ratio=RatioSource(allocation_ratio=group.allocation_ratio,
+                          overcommit_file=group.overcommit_file,
+                          reserved_cpus=group.reserved_cpus or None),
+        policy=tuple(policy_overrides(conf).items()))
+    observe = ObserveSettings(
+        metrics_textfile=group.metrics_textfile or None,
+        metrics_listen=group.metrics_listen or None,
+        metrics_max_requests=group.metrics_max_requests,
+        metrics_read_timeout=group.metrics_read_timeout,
+        metrics_max_requests_per_peer=group.metrics_max_requests_per_peer,
+        isolation_state_file=conf.nova_pinning_isolation.state_file)
+    return RuntimeSettings(
+        passes=passes, observe=observe, summary_file=group.summary_file,
+        report_summary=group.report_summary,
+        config_files=tuple(getattr(conf, 'config_file', None) or ()),
+        config_dirs=tuple(getattr(conf, 'config_dir', None) or ()))
 
 
-def policy_overrides(conf: typing.Any) -> typing.Dict[str, typing.Any]:
+def policy_overrides(conf: cfg.ConfigOpts) -> dict[str, PolicyValue]:
     """The policy's options that come from configuration, not from the
     snapshot: every ``policy.Options`` field outside ``FROM_SNAPSHOT``,
-    read from the ``[nova_pinning]`` option of its name. A field added to
-    ``Options`` without its option fails every pass loudly
+    read from the ``[nova_pinning]`` option of its name (``plan
+    --snapshot`` takes them so; a pass from ``PassSettings.policy``). A
+    field added to ``Options`` without its option fails loudly
     (``NoSuchOptError``), never silently keeps its default;
     ``tests/unit/passes/test_settings.py`` says which."""
     group = conf.nova_pinning
@@ -101,3 +180,29 @@ def policy_overrides(conf: typing.Any) -> typing.Dict[str, typing.Any]:
             for f in dataclasses.fields(policy.Options)
             if f.name not in FROM_SNAPSHOT}
 
+
+def load(source: RatioSource) -> HostSettings:
+    """Ratio and CPU sets for a pass, from where ``source`` says.
+
+    ``allocation_ratio`` wins when set (checked here: one of the ratio's
+    two edges); otherwise the overcommit file that the nova plugin
+    writes supplies the ratio and nova's CPU sets (checked by its
+    reader, the other edge).
+    """
+    reserved = source.reserved_cpus
+    if source.allocation_ratio is not None:
+        if not policy.ratio_ok(source.allocation_ratio):
+            raise SettingsError('[nova_pinning] allocation_ratio must be '
+                                '> 0 and at most %g, not %s'
+                                % (policy.MAX_RATIO,
+                                   source.allocation_ratio))
+        return HostSettings(allocation_ratio=source.allocation_ratio,
+                            ratio_source='[nova_pinning] allocation_ratio',
+                            reserved_cpus=reserved)
+    try:
+        info = overcommitfile.read(source.overcommit_file)
+    except overcommitfile.OvercommitError as exc:
+        raise SettingsError(str(exc)) from None
+    return dataclasses.replace(info, ratio_source=info.ratio_source or
+                               'unknown', reserved_cpus=reserved,
+                               host=None)

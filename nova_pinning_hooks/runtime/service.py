@@ -12,7 +12,7 @@ timed pass. Each pass reads only what the model cannot vouch for
 One composition serves every mode: ``nova-pinning agent`` (the
 foreground command, a systemd unit under ``etc/systemd/``, and the worker
 process nova-compute starts when eventlet rules it), and nova-compute's
-own pass thread in native-thread mode (``nova.runtime``). What differs
+own pass thread in native-thread mode (``nova.passrunner``). What differs
 is handed in: when the events are registered (at ``start``, or on the
 pass thread once ``want_events`` said nova's event loop runs), what runs
 before each pass (nova's overcommit file), and the timer (``resync``
@@ -21,6 +21,10 @@ every ``resync_interval``, or nova's ``periodic`` every
 
 Invariants:
 
+* the service is handed its configuration once, as a
+  ``settings.RuntimeSettings`` (read at the edge by ``settings.read``:
+  the agent command, nova-compute's activation), and hands each part
+  down (the reconciler's, the metrics');
 * an event callback only marks the model and queues a request; it never
   calls libvirt, never waits for a pass and never raises into libvirt's
   loop (``virt.Host``);
@@ -70,7 +74,6 @@ import typing
 from oslo_log import log as logging
 
 from nova_pinning_hooks.engine import plan as plan_mod
-from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.host import statefile
@@ -79,6 +82,7 @@ from nova_pinning_hooks.observe import passmetrics
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 
 LOG = logging.getLogger(__name__)
 REQUEST_LINE_LIMIT = 200  # characters of one request line
@@ -93,7 +97,7 @@ class BindingService:
     ``init_host``); ``interval``/``timer_reason``: the timed request
     (default: ``resync_interval``, "resync")."""
 
-    def __init__(self, conf: typing.Any,
+    def __init__(self, config: settings_mod.RuntimeSettings,
                  connect: typing.Optional[hostport.Connect] = None,
                  events: bool = True, event_loop: bool = True,
                  defer_events: bool = False,
@@ -104,22 +108,23 @@ class BindingService:
                  start_reason: str = 'agent start',
                  name: str = 'nova-pinning-agent-pass',
                  summary_file: typing.Optional[str] = None) -> None:
-        group = conf.nova_pinning
-        self.conf = conf
+        times = config.passes.times
+        self.config = config
         self.model = model_mod.HostModel()
-        self.reconciler = reconciler.Reconciler(conf, connect=connect,
+        self.reconciler = reconciler.Reconciler(config.passes,
+                                                connect=connect,
                                                 model=self.model)
         self.coalescer = coalescer_mod.Coalescer(
-            self._run_pass, delay=group.coalesce_delay, name=name)
+            self._run_pass, delay=times.coalesce_delay, name=name)
         self.events = events
         self.event_loop = event_loop
         self.defer_events = defer_events
         self.before_pass = before_pass
-        self.interval = (group.resync_interval if interval is None
+        self.interval = (times.resync_interval if interval is None
                          else interval)
         self.timer_reason = timer_reason
         self.start_reason = start_reason
-        self.poll_interval = group.vcpu_poll_interval
+        self.poll_interval = times.vcpu_poll_interval
         self.events_wanted = False
         self.watching = False
         # {uuid: count} of the last poll
@@ -142,7 +147,8 @@ class BindingService:
             tuple[summary_mod.Summary, dict[str, summary_mod.Entry]],
             float]] = None
         self._summary_error: typing.Optional[str] = None
-        self.pass_metrics = passmetrics.PassMetrics(conf, LOG)
+        self.pass_metrics = passmetrics.PassMetrics(
+            config.passes, config.observe, LOG)
         # (monotonic time, host, reason) of recent requests: diagnostics.
         self.requests: collections.deque[
             tuple[float, typing.Optional[str], str]] = collections.deque(
@@ -266,8 +272,8 @@ class BindingService:
                 cached[1] == at:
             return cached[2]
         # Both set together (``_run_pass``).
-        snap = typing.cast(snapshot_mod.Snapshot, result.snapshot)
-        plan = typing.cast(plan_mod.Plan, result.plan)
+        snap, plan = result.snapshot, result.plan
+        assert snap is not None and plan is not None
         b = summary_mod.basis(snap.host, snap.guests, plan, snap.options,
                               at)
         self._basis = (plan, at, b)
@@ -281,7 +287,7 @@ class BindingService:
         if planned is None or not path:
             return
         at = planned[1]
-        refresh = self.conf.nova_pinning.summary_max_age / 4.0
+        refresh = self.config.passes.times.summary_max_age / 4.0
         try:
             b = self.basis()
             assert b is not None  # ``_planned`` is set

@@ -32,6 +32,7 @@ import time
 import testtools
 
 from tests import machine
+from tests import nova_releases
 from tests.cloud.kernel import cpus  # noqa: F401  (for the tests)
 from tests.cloud.kernel import host_index  # noqa: F401  (for the tests)
 from tests.cloud.kernel import HOSTS
@@ -186,8 +187,12 @@ def nova_moves_the_shared_set():
     """Whether this cloud's nova rewrites a live-migrated guest's ``<vcpu
     cpuset>`` for the destination's ``cpu_shared_set``. nova 34 does (its
     migrate data carries ``dst_cpu_shared_set_info``); nova 29 (2024.1)
-    does not: the guest keeps the source's CPUs, package off."""
-    return _state('series') != '29'
+    does not: the guest keeps the source's CPUs, package off
+    (tools/nova-releases: moves-shared-set)."""
+    series = _state('series')  # none recorded: cloud.sh's default, the newest
+    release = nova_releases.release(int(series)) if series \
+        else nova_releases.newest()
+    return release.has('moves-shared-set')
 
 
 class CloudTestCase(testtools.TestCase):

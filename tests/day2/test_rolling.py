@@ -1,10 +1,11 @@
 """Day two: nova's rolling upgrade with the package, guests running.
 
-nph-compute1 runs nova-compute 33 (its series' upper-constraints,
+nph-compute1 runs nova-compute of the release before the newest of
+tools/nova-releases (33 under 34: its series' upper-constraints,
 tools/constraints/nova-33.txt, and the package's wheel) under the
-cloud's nova 34 control plane, then is upgraded in place to 34
-(``cloud.sh compute-series 1 33|34``), as operators roll computes one
-release behind the control plane. Each step is sampled; the package's
+cloud's control plane of the newest, then is upgraded in place to the
+newest (``cloud.sh compute-series 1 33|34``), as operators roll computes
+one release behind the control plane. Each step is sampled; the package's
 activation line says which nova ``compat`` found ("nova 33.0.2, every
 part found"), and every server stays ACTIVE and pinned."""
 
@@ -13,18 +14,22 @@ import re
 
 from tests.cloud import base as cloud_base
 from tests.day2 import base
+from tests import nova_releases
 
 
 class TestRollingUpgrade(base.DayTwoCase):
 
     def setUp(self):
         super().setUp()
-        if cloud_base._state('series') != '34':
-            self.skipTest('a rolling upgrade to 34: the cloud is series %s'
-                          % cloud_base._state('series'))
+        # To the newest release from the one before it (tools/nova-releases).
+        self.new = nova_releases.newest().series
+        self.old = nova_releases.before(self.new).series
+        if cloud_base._state('series') != str(self.new):
+            self.skipTest('a rolling upgrade to %d: the cloud is series %s'
+                          % (self.new, cloud_base._state('series')))
         self.package('on')
-        self.addCleanup(cloud_base.cloud, 'compute-series', '1', '34',
-                        timeout=1800)
+        self.addCleanup(cloud_base.cloud, 'compute-series', '1',
+                        str(self.new), timeout=1800)
 
     def activation_lines(self, since):
         path = os.path.join(cloud_base.LOG, 'nova-compute1.log')
@@ -33,11 +38,13 @@ class TestRollingUpgrade(base.DayTwoCase):
             text = f.read().decode('utf-8', 'replace')
         return re.findall(r'nova-pinning-hooks: active \(.*', text)
 
-    def test_compute_on_33_then_upgraded_to_34(self):
+    def test_compute_one_release_behind_then_upgraded(self):
         servers = self.fleet()
         log = os.path.join(cloud_base.LOG, 'nova-compute1.log')
-        for step, series in (('nph-compute1 on nova 33 under 34', '33'),
-                             ('nph-compute1 upgraded 33 -> 34', '34')):
+        old, new = self.old, self.new
+        for step, series in (
+                ('nph-compute1 on nova %d under %d' % (old, new), str(old)),
+                ('nph-compute1 upgraded %d -> %d' % (old, new), str(new))):
             size = os.path.getsize(log)
             figures = self.sample(
                 lambda s=series: cloud_base.cloud(

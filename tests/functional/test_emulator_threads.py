@@ -11,6 +11,7 @@ in the kernel (``Cpus_allowed_list`` of each thread in /proc).
 import json
 
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 
@@ -28,7 +29,7 @@ class TestEmulatorThreads(base.FunctionalTestCase):
 
     def rebind(self, setting):
         self.cf.config(group='nova_pinning', emulator_threads=setting)
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)

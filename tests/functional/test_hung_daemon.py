@@ -24,6 +24,7 @@ import time
 from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests import fixtures
 from tests.functional import base
 
@@ -120,10 +121,11 @@ class HungDaemonTestCase(base.FunctionalTestCase):
     def scrape(self):
         """One scrape as ``nova-pinning metrics`` makes it: a new
         reconciler and connection. (text, errors, seconds)"""
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         start = time.monotonic()
         try:
-            view = metrics.read_view(rec, self.conf, isolation=False)
+            view = metrics.read_view(rec, settings_mod.read(self.conf).observe,
+                                     isolation=False)
         finally:
             rec.close()
         return (metrics.exposition(view), view.errors,
@@ -142,7 +144,7 @@ class TestPassesAndScrapes(HungDaemonTestCase):
 
     def test_flat_while_it_hangs_and_recovered_when_it_answers(self):
         self.boot('hung')
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
         text, errors, _ = self.scrape()
@@ -187,7 +189,7 @@ class TestAgent(HungDaemonTestCase):
         self.boot('hung')
         self.cf.config(group='nova_pinning', resync_interval=1,
                        coalesce_delay=0.05)
-        agent = service.BindingService(self.conf)
+        agent = service.BindingService(settings_mod.read(self.conf))
         fixtures.run_agent(self, agent, 15)
         self.assertTrue(self.until(
             lambda: agent.last_result is not None and

@@ -45,6 +45,7 @@ import testtools
 
 from nova_pinning_hooks.host import libvirtapi
 from tests.functional import base
+from tests import nova_releases
 
 SCRIPT = os.path.join(base.TOP, 'tools', 'kolla-compute.sh')
 IMAGES = os.path.join(base.TOP, 'tools', 'kolla-images.sh')
@@ -465,8 +466,10 @@ class TestKollaLayout(base.FunctionalTestCase):
         added = sorted(p.split('==')[0].split(' @ ')[0]
                        for p in after - before)
         self.assertEqual(['jeepney', 'nova-pinning-hooks'], added)
-        with open(os.path.join(base.TOP, 'tools', 'constraints',
-                               'nova-34.txt')) as f:
+        # The constraints kolla's images are built with: the kolla line
+        # of tools/nova-releases.
+        kolla, = nova_releases.with_flag('kolla')
+        with open(kolla.constraints) as f:
             self.assertIn('jeepney===' + [
                 p.split('==')[1] for p in after - before
                 if p.startswith('jeepney==')][0], f.read().split())

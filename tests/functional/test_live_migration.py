@@ -25,6 +25,7 @@ import subprocess
 
 from nova_pinning_hooks.engine import migratexml
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 SCRIPT = os.path.join(base.TOP, 'tools', 'second-libvirtd.sh')
@@ -112,7 +113,7 @@ class TestLiveMigration(base.FunctionalTestCase):
         # host there, and binds the guest to CPU 0.
         self.cf.config(group='nova_pinning', connection_uri=self.dest_uri,
                        reserved_cpus='1', foreign_domains='manage')
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)

@@ -13,6 +13,7 @@ import uuid
 
 from nova_pinning_hooks.engine import migratexml
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 
@@ -29,7 +30,7 @@ class TestMigrationXml(base.FunctionalTestCase):
 
     def test_pins_the_destination_lacks_fail_and_stripped_ones_start(self):
         dom = self.boot('src')
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
         name = base.PREFIX + 'dst'

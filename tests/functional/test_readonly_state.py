@@ -62,13 +62,14 @@ conf.set_override('overcommit_file', read, group='nova_pinning')
 conf.set_override('reserved_cpus', '1', group='nova_pinning')
 out = {'writable': writable}
 try:
-    out['shared_cpus'] = settings.load(conf).shared_cpus
+    out['shared_cpus'] = settings.load(
+        settings.read(conf).passes.ratio).shared_cpus
 except settings.SettingsError as exc:
     out['settings_error'] = str(exc)
 try:
     # What the isolation agent checks before it confines anything (it
     # reads the host, changes nothing).
-    isolation_config.load(conf)
+    isolation_config.load(isolation_config.read(conf))
     out['isolation'] = 'checked'
 except isolation_config.ConfigError as exc:
     out['isolation_error'] = str(exc)

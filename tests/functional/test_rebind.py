@@ -18,6 +18,7 @@ import fixtures
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 S = cpuset.parse
@@ -26,7 +27,7 @@ S = cpuset.parse
 class TestRebind(base.FunctionalTestCase):
 
     def rebind(self):
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)
@@ -98,7 +99,7 @@ class TestRebind(base.FunctionalTestCase):
 
     def test_libvirtd_restarted_between_passes(self):
         a = self.boot('a')
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
         os.kill(base.system_libvirtd_pid(), signal.SIGTERM)

@@ -23,6 +23,7 @@ from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.passes import passlock
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 NOBODY = 65534
@@ -218,7 +219,7 @@ class TestHungLibvirtd(base.FunctionalTestCase):
                        pass_timeout=6, lock_timeout=0)
         os.kill(pid, signal.SIGSTOP)
         self.addCleanup(os.kill, pid, signal.SIGCONT)
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         start = time.monotonic()
         result = rec.run_pass()
         took = time.monotonic() - start

@@ -20,6 +20,7 @@ from prometheus_client import parser
 
 from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.host import qemuproc
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 # How far the package's steal may be from the guest's own: 2 percentage
@@ -96,7 +97,8 @@ class TestMetricsTextfile(base.FunctionalTestCase):
         time.sleep(1)
         # The agent (nova-compute's pass worker under eventlet, or
         # "nova-pinning agent") writes the textfile after each pass.
-        svc = service.BindingService(self.conf, events=False)
+        svc = service.BindingService(settings_mod.read(self.conf),
+                                     events=False)
         self.addCleanup(svc.stop)
         svc.start()
         self.assertTrue(svc.coalescer.request('again', wait=True,

@@ -17,6 +17,7 @@ import sys
 import time
 
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.functional import base
 
 DEFINED_XML = base.GUEST_XML
@@ -47,7 +48,7 @@ class TestUpgradeCheck(base.FunctionalTestCase):
         dom.undefine()
 
     def rebind(self):
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)

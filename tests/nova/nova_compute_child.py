@@ -80,7 +80,7 @@ oslo_logging.setup(nova.conf.CONF, 'nova')
 objects.register_all()
 
 from nova_pinning_hooks.nova import activation  # noqa: E402
-from nova_pinning_hooks.nova import runtime  # noqa: E402
+from nova_pinning_hooks.nova import passrunner  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
 
 # In threading mode nova forbids importing eventlet from now on: every
@@ -103,7 +103,7 @@ report = {'mode': mode, 'imported': imported,
           # eventlet; before, the variable only leaves eventlet unpatched.
           'native_threading': hasattr(monkey_patch, 'poison_eventlet'),
           'eventlet_loaded': 'eventlet' in sys.modules,
-          'eventlet_patched': runtime.eventlet_patched()}
+          'eventlet_patched': passrunner.eventlet_patched()}
 # The runtime activate made, as tests/fixtures.py's current_runtime reads
 # it (the checkout, and so tests.fixtures, is on the path only with fake).
 a = activation._RUNTIME
@@ -112,8 +112,9 @@ if a is None:
     print(json.dumps(report))
     sys.exit(0)
 report['out_of_process'] = a.out_of_process
-report['connection_uri'] = a.conf.nova_pinning.connection_uri
-report['child_argv'] = a.child_argv()
+report['connection_uri'] = a.config.passes.connection_uri
+# Out of process: the worker's command line (a thread runner has none).
+report['child_argv'] = a.child_argv() if a.out_of_process else None
 report['wrapped'] = sorted(
     n for n, v in vars(CM).items()
     if getattr(v, hookpoints.MARK, None) == 'bind_numa_affinity')
@@ -205,8 +206,9 @@ t.join()
 report['longest_tick_gap_during_pass'] = gaps[0]
 report['last_pass'] = repr(a.last_result if a.out_of_process
                            else getattr(a.last_result, 'error', 'n/a'))
-report['worker_alive'] = a.worker is not None and a.worker.poll() is None
-report['worker_starts'] = a.worker_starts
+worker = a.worker if a.out_of_process else None
+report['worker_alive'] = worker is not None and worker.poll() is None
+report['worker_starts'] = a.worker_starts if a.out_of_process else 0
 if a.out_of_process:
     time.sleep(1.5)  # the worker's passes, for its log on our stderr
 print('REPORT ' + json.dumps(report))

@@ -13,7 +13,7 @@ isolation series. The child
 * boots GUESTS tiny guests with nova's metadata one after the other, each
   right after a pass ended, as a build does, and asks for a pass as
   nova's hook after ``_do_build_and_run_instance`` does
-  (``Runtime.request``): how long until libvirt has its vCPU pinned
+  (``PassRunner.request``): how long until libvirt has its vCPU pinned
   (``boot_to_pinned``);
 * with one guest running, asks for PASSES passes back to back (each as
   soon as the one before was served): ``pass_to_pass``, from one pass's
@@ -91,7 +91,7 @@ report = {'active': a is not None,
 if a is None or a.out_of_process:
     print('REPORT ' + json.dumps(report), flush=True)
     os._exit(0)
-conf = a.conf.nova_pinning
+conf = a.config.observe  # the metrics textfile
 GUEST_XML = """<domain type='{type}'>
   <name>{name}</name>
   <memory unit='MiB'>64</memory>
@@ -124,7 +124,7 @@ def pins(dom):
 
 
 def ask(reason, limit):
-    """Ask for a pass as nova's hooks do (``Runtime.request``) and wait
+    """Ask for a pass as nova's hooks do (``PassRunner.request``) and wait
     until a pass that started after the request has ended; whether one
     did within ``limit`` seconds, and how long it took."""
     asked = time.monotonic() - T0

@@ -1,4 +1,5 @@
-"""nova-pinning-hooks inside the real nova 34.0.0 from PyPI.
+"""nova-pinning-hooks inside the real nova from PyPI (tox -e nova-N: each
+release of tools/nova-releases).
 
 Each test starts a child process that starts up like nova-compute (import
 nova.cmd.compute, parse the configuration) with

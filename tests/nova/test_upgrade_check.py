@@ -1,6 +1,6 @@
 """``nova-pinning-status upgrade check`` beside the real nova from PyPI
-(tox -e nova-29, nova-34): its child Python imports nova's libvirt
-driver and finds every part the package wraps."""
+(tox -e nova-N, each release of tools/nova-releases): its child Python
+imports nova's libvirt driver and finds every part the package wraps."""
 
 import json
 import os
@@ -10,6 +10,8 @@ from importlib import metadata
 
 import fixtures
 import testtools
+
+from tests import nova_releases
 
 CONF = """[oslo_messaging_notifications]
 driver = messagingv2
@@ -39,6 +41,8 @@ class TestUpgradeCheck(testtools.TestCase):
         checks = {c['check']: c for c in json.loads(proc.stdout)['checks']}
         nova = metadata.version('nova')
         self.assertEqual(
-            'nova %s has every part the package wraps (tested: nova 29 '
-            'to 34)' % nova, checks['nova']['details'])
+            'nova %s has every part the package wraps (tested: nova %d '
+            'to %d)' % (nova, nova_releases.oldest().series,
+                        nova_releases.newest().series),
+            checks['nova']['details'])
         self.assertEqual(0, checks['nova']['result'])

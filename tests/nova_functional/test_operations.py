@@ -189,7 +189,8 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         self.flags(driver=['nova_pinning'],
                    group='oslo_messaging_notifications')
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.nova.runtime.eventlet_patched', lambda: False))
+            'nova_pinning_hooks.nova.passrunner.eventlet_patched',
+lambda: False))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.passes.reconciler.Reconciler', Recorder))
         Recorder.watched = 0

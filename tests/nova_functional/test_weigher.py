@@ -278,7 +278,8 @@ class WeigherTest(base.ServersTestBase,
         self.flags(driver=['nova_pinning'],
                    group='oslo_messaging_notifications')
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_pinning_hooks.nova.runtime.eventlet_patched', lambda: False))
+            'nova_pinning_hooks.nova.passrunner.eventlet_patched',
+lambda: False))
         self.passes = EnginePasses(self.computes_by_name)
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.passes.reconciler.Reconciler',

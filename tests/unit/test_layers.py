@@ -47,6 +47,9 @@ PURE_STDLIB = {'dataclasses', 'enum', 'functools', 'math', 'operator',
                'bisect', 'heapq'}
 # Where /proc and /sys may be named.
 KERNEL_PATHS = {'host', 'isolation', 'conf'}
+# The policy's decision stages (engine/policy/), in order: each imports
+# only the stages before it.
+POLICY_STAGES = ('options', 'homes', 'layout', 'placement', 'make')
 
 
 def modules():
@@ -194,3 +197,13 @@ class TestLayers(testtools.TestCase):
             self.assertFalse(
                 [n for n in imported(path) if n.split('.')[0] == 'eventlet'],
                 rel)
+
+    def test_each_policy_stage_imports_only_the_stages_before_it(self):
+        found = {rel.split('.')[-1] for rel, _, _ in modules()
+                 if rel.startswith('engine.policy.')}
+        self.assertEqual(set(POLICY_STAGES) | {'__init__'}, found)
+        for i, stage in enumerate(POLICY_STAGES):
+            path = os.path.join(PACKAGE, 'engine', 'policy', stage + '.py')
+            stages = {n.split('.')[2] for n in ours(imported(path))
+                      if n.startswith('engine.policy.')}
+            self.assertEqual(set(), stages - set(POLICY_STAGES[:i]), stage)

@@ -21,9 +21,7 @@ up() {
     if [ -f "$STATE/series" ] && [ "${had:-host}" != "$compute2" ]; then
         die "$STATE holds a cloud with nph-compute2 in the ${had:-host} layout: 'down --purge' first"
     fi
-    if [ "$compute2" = kolla ] && [ "$series" != "$kolla_series" ]; then
-        die "--compute2 kolla runs series $kolla_series only (kolla's image holds nova $kolla_series)"
-    fi
+    if [ "$compute2" = kolla ]; then check_kolla_series; fi
     mkdir -p "$STATE"
     echo "$series" > "$STATE/series"
     echo "$compute2" > "$STATE/compute2-layout"

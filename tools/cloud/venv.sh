@@ -61,7 +61,7 @@ build_compute_venv() {  # SERIES
     rm -rf "$v"
     python3 -m venv "$v"
     local extra=()
-    read -ra extra <<<"$(compute_pip_extras "$s")"
+    read -ra extra <<<"$(nova_pip "$s")"
     { "$v/bin/pip" install -q -c "$c" "nova==$(nova_release "$s")" libvirt-python \
           pyroute2 "${extra[@]}" &&
       "$v/bin/pip" install -q -c "$c" "$CACHE"/wheels/nova_pinning_hooks-*.whl; } \

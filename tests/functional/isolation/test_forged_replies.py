@@ -481,7 +481,7 @@ class TestOnDbusBroker(testtools.TestCase):
         time.sleep(1)  # it is flooding
         poisoned, failed, ignored = [], [], 0
         for i in range(TRIES):
-            iso = isolator.Isolator(self.conf, self.paths)
+            iso = isolator.Isolator(config.read(self.conf), self.paths)
             try:
                 iso.apply()
             except Exception as exc:  # the state is saved before it
@@ -492,7 +492,7 @@ class TestOnDbusBroker(testtools.TestCase):
                 poisoned.append((i, self.recorded()))
             if self.allowed() != dict.fromkeys(SLICES, '0'):
                 failed.append((i, 'confined: %s' % self.allowed()))
-            result = restore.undo(self.conf, self.paths)
+            result = restore.undo(config.read(self.conf), self.paths)
             if result.failures or \
                     self.allowed() != dict.fromkeys(SLICES, ''):
                 failed.append((i, 'undo: %s, left %s' % (
@@ -516,7 +516,7 @@ class TestOnDbusBroker(testtools.TestCase):
                                'agent: the test proves nothing')
 
     def test_watch_stays_alive_under_a_flood(self):
-        iso = isolator.Isolator(self.conf, self.paths)
+        iso = isolator.Isolator(config.read(self.conf), self.paths)
         stop = threading.Event()
         thread = threading.Thread(target=iso.watch, args=(stop, 120))
         attacker = self.attack(30)
@@ -548,7 +548,8 @@ class TestOnDbusBroker(testtools.TestCase):
         self.assertGreater(sent, 0)
         self.check_the_attack_reached(
             getattr(iso.backend.systemd.bus, 'ignored', 0))
-        self.assertEqual((), restore.undo(self.conf, self.paths).failures)
+        self.assertEqual((), restore.undo(config.read(self.conf),
+                                          self.paths).failures)
         self.assertEqual(dict.fromkeys(SLICES, ''), self.allowed())
 
 

@@ -93,7 +93,7 @@ class IsolationTestCase(testtools.TestCase):
         self.addCleanup(self._undo_and_check)
 
     def _undo_and_check(self):
-        result = restore.undo(self.conf)
+        result = restore.undo(config.read(self.conf))
         self.assertEqual((), result.failures)
         for root in (CPUSET, MEMORY):
             self.assertFalse(os.path.exists(os.path.join(root, GROUP)))
@@ -140,7 +140,7 @@ class IsolationTestCase(testtools.TestCase):
     def start_watch(self):
         """``watch`` in a thread of this process; stopped on cleanup."""
         stop = threading.Event()
-        iso = isolator.Isolator(self.conf)
+        iso = isolator.Isolator(config.read(self.conf))
         watcher = threading.Thread(target=iso.watch, args=(stop, 120))
         watcher.start()
         self.addCleanup(watcher.join, 10)
@@ -176,7 +176,8 @@ class TestIsolation(IsolationTestCase):
         first = self.daemon('a.pid')
         second = self.daemon('sub/b.pid')
         self.assertEqual(self.all_cpus, allowed(first))
-        self.assertEqual(2, isolator.Isolator(self.conf).apply())
+        self.assertEqual(
+            2, isolator.Isolator(config.read(self.conf)).apply())
         for pid in (first, second):
             self.wait_allowed(pid, RESERVED)
             self.assertEqual('/' + GROUP, self.cgroup(pid))
@@ -188,12 +189,12 @@ class TestIsolation(IsolationTestCase):
                      self.restart('sub/b.pid', rename=True)]
         for pid in restarted:
             self.wait_allowed(pid, RESERVED, seconds=5)
-        st = report.status(self.conf)
+        st = report.status(config.read(self.conf))
         self.assertEqual((2, 0), (st['confined'], st['not_confined']))
         stop.set()
         watcher.join(10)
 
-        result = restore.undo(self.conf)
+        result = restore.undo(config.read(self.conf))
         self.assertEqual((2, ()), (result.restored, result.failures))
         for pid in restarted:
             self.wait_allowed(pid, self.all_cpus)
@@ -211,7 +212,7 @@ class TestIsolation(IsolationTestCase):
         shutil.copy(shutil.which('sleep'), ovs)
         excluded = self.daemon('ovs.pid', program=ovs)
         plain = self.daemon('plain.pid')
-        isolator.Isolator(self.conf).apply()
+        isolator.Isolator(config.read(self.conf)).apply()
         self.wait_allowed(plain, RESERVED)
         self.assertEqual(self.all_cpus, allowed(excluded))
         self.assertEqual('/', self.cgroup(excluded))
@@ -224,13 +225,13 @@ class TestIsolation(IsolationTestCase):
         memory_origin = self.cgroup(pinned, 'memory')
         self.cf.config(group='nova_pinning_isolation', memory_limit_mib=512,
                        move_from_groups=sorted({'/', memory_origin}))
-        isolator.Isolator(self.conf).apply()
+        isolator.Isolator(config.read(self.conf)).apply()
         self.wait_allowed(pinned, RESERVED)
         self.assertEqual('/' + GROUP, self.cgroup(pinned, 'memory'))
         with open(os.path.join(MEMORY, GROUP,
                                'memory.limit_in_bytes')) as f:
             self.assertEqual(512 * 1024 * 1024, int(f.read()))
-        restore.undo(self.conf)
+        restore.undo(config.read(self.conf))
         self.wait_allowed(pinned, frozenset([1]))
         self.assertEqual('/', self.cgroup(pinned))
         self.assertEqual(memory_origin, self.cgroup(pinned, 'memory'))

@@ -183,6 +183,37 @@ class TestStatusSummary(LiveCliTestCase):
                          json.loads(data['value'])['n'])
 
 
+class TestSnapshotCommand(LiveCliTestCase):
+
+    def test_the_live_snapshot_is_written_in_the_snapshot_format(self):
+        # The JSON ``nova-pinning snapshot`` writes (LiveSnapshot.to_json)
+        # keeps its keys and order, and ``plan --snapshot`` plans it.
+        self.write_config(allocation_ratio=4.0, reserved_cpus='0',
+                          busy_retries=0, busy_retry_delay=0)
+        code, out, err = self.run_cli('snapshot')
+        self.assertEqual(0, code, err)
+        data = json.loads(out)
+        self.assertEqual(['version', 'capabilities', 'domains',
+                          'allocation_ratio', 'ratio_source',
+                          'reserved_cpus', 'shared_cpus', 'dedicated_cpus'],
+                         list(data))
+        self.assertEqual((1, 4.0, '[nova_pinning] allocation_ratio', '0',
+                          None, None),
+                         (data['version'], data['allocation_ratio'],
+                          data['ratio_source'], data['reserved_cpus'],
+                          data['shared_cpus'], data['dedicated_cpus']))
+        self.assertEqual(2, len(data['domains']))
+        self.assertEqual({'0': 65536},
+                         data['domains'][0]['memory_by_node_kib'])
+        path = os.path.join(self.tmp, 'snap.json')
+        with open(path, 'w') as f:
+            f.write(out)
+        code, planned, err = self.run_cli('plan', '--snapshot', path)
+        self.assertEqual(0, code, err)
+        for name in ('a', 'b'):
+            self.assertIn(name, planned)
+
+
 class TestStatusRatio(LiveCliTestCase):
 
     def test_status_says_where_the_ratio_comes_from(self):

@@ -15,6 +15,7 @@ import fixtures
 from nova_pinning_hooks.cmd import pinning
 from nova_pinning_hooks.observe import endpoint as endpoint_mod
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.unit.cmd.test_cli_live import LiveCliTestCase
 from tests.unit.scrape import free_port
 from tests.unit.scrape import get
@@ -35,7 +36,7 @@ class TestExporterEndpoint(LiveCliTestCase):
                           metrics_max_requests=MAX_REQUESTS,
                           metrics_read_timeout=READ_TIMEOUT)
         conf = pinning.parse_args(['--config-file', self.config, 'metrics'])
-        rec = reconciler.Reconciler(conf)
+        rec = reconciler.Reconciler(settings_mod.read(conf).passes)
         self.addCleanup(rec.close)
         self.port = free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
@@ -43,7 +44,8 @@ class TestExporterEndpoint(LiveCliTestCase):
         self.addCleanup(stop.set)
         self.baseline = threading.active_count()
         threading.Thread(target=endpoint_mod.serve, daemon=True,
-                         args=(rec, conf, '127.0.0.1', self.port,
+                         args=(rec, settings_mod.read(conf).observe,
+                               '127.0.0.1', self.port,
                                stop)).start()
         self.assertTrue(wait_until(self.answers), 'the server never answered')
         time.sleep(0.3)  # the thread of that request has ended

@@ -142,7 +142,7 @@ class TestStatus(PinsCase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.isolation.kernelwork._sleep', lambda s:
             self.host.interrupts({24: {0: 20}, 28: {2: 150, 3: 1}})))
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual('2-3', st['one_to_one_cpus'])
         self.assertEqual({'28': 51}, st['irqs_firing_on_one_to_one'])
         self.assertEqual((4, 1, 1), (st['irqs_moved'], st['irqs_refused'],

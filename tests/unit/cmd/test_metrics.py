@@ -7,6 +7,7 @@ tests/unit/nova/test_metrics.py.)"""
 from nova_pinning_hooks.cmd import pinning
 from nova_pinning_hooks.observe import endpoint
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.unit.cmd.test_cli_live import LiveCliTestCase
 from tests.unit.scrape import value
 
@@ -117,13 +118,14 @@ class TestExporter(LiveCliTestCase):
         import urllib.request
 
         conf = pinning.parse_args(['--config-file', self.config, 'metrics'])
-        rec = reconciler.Reconciler(conf)
+        rec = reconciler.Reconciler(settings_mod.read(conf).passes)
         self.addCleanup(rec.close)
         port = self.free_port()
         stop = threading.Event()
         self.addCleanup(stop.set)
         threading.Thread(target=endpoint.serve, daemon=True,
-                         args=(rec, conf, '127.0.0.1', port, stop)).start()
+                         args=(rec, settings_mod.read(conf).observe,
+                               '127.0.0.1', port, stop)).start()
         a = self.fake.by_name('a')
         url = 'http://127.0.0.1:%d/metrics' % port
         texts = []

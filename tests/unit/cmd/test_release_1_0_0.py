@@ -28,6 +28,7 @@ from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.observe import textfile
 from nova_pinning_hooks.observe import version
 from nova_pinning_hooks.runtime import service
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.fixtures import FakeLibvirtFixture
 from tests.unit import hosts
 from tests.unit.novaconf import nova_like_conf
@@ -98,7 +99,7 @@ class TestReaders(testtools.TestCase):
         conf.set_override('state_file', path, 'nova_pinning_isolation')
         # status, as nova-pinning-isolate status shows it (configuration
         # refused here: no reserved CPUs), from the state alone.
-        got = report.status(conf, iso_config.HostPaths(
+        got = report.status(iso_config.read(conf), iso_config.HostPaths(
             proc=os.path.join(self.tmp, 'proc')))
         self.assertEqual(('applied', 'systemd', '0', 0),
                          (got['state'], got['applied_mode'],
@@ -121,7 +122,7 @@ class TestTextfileSeries(testtools.TestCase):
                             'nova_pinning.prom')
         conf = nova_like_conf(self, metrics_textfile=path,
                               allocation_ratio=4.0)
-        svc = service.BindingService(conf, events=False)
+        svc = service.BindingService(settings_mod.read(conf), events=False)
         self.addCleanup(svc.stop)
         svc.start()
         for i in range(3):

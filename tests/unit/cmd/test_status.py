@@ -72,7 +72,8 @@ class TestExitStatus(StatusTestCase):
         host = virt.Host('qemu:///system', host_options())
         self.addCleanup(host.close)
         dom = self.fake.by_name('a')
-        host.apply([plan_mod.PinChange(dom.UUIDString(), 'a', 'vcpu', 0,
+        host.apply([plan_mod.PinChange(dom.UUIDString(), 'a',
+                                       plan_mod.ChangeKind.VCPU, 0,
                                        None, cpuset.parse('1'))])
         code, out, _ = self.run_cli('upgrade', 'check')
         self.assertEqual(1, code, out)

@@ -41,8 +41,8 @@ class TestRead(AdapterTestCase):
             self.fake.add_domain('g%d' % i, 2)
         self.fake.add_domain('off', 1, active=False)
         snap = self.adapter.read_snapshot()
-        self.assertEqual(3, len(snap['domains']))
-        self.assertEqual({'0': 65536}, snap['domains'][0][
+        self.assertEqual(3, len(snap.domains))
+        self.assertEqual({'0': 65536}, snap.domains[0][
             'memory_by_node_kib'])
         self.assertEqual(1, self.fake.calls['listAllDomains'])
         self.assertEqual(3, self.fake.calls['XMLDesc'])
@@ -63,14 +63,14 @@ class TestRead(AdapterTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'tests.fakelibvirt.FakeDomain.XMLDesc', vanish))
         snap = self.adapter.read_snapshot()
-        self.assertEqual(1, len(snap['domains']))
+        self.assertEqual(1, len(snap.domains))
 
     def test_connection_lost_is_reopened(self):
         self.fake.add_domain('g', 1)
         self.adapter.read_snapshot()
         fakelibvirt.drop_connections(self.fake)
         snap = self.adapter.read_snapshot()
-        self.assertEqual(1, len(snap['domains']))
+        self.assertEqual(1, len(snap.domains))
         self.assertEqual(2, self.fake.calls['open'])
 
     def test_the_connection_offers_credentials_from_auth_conf(self):

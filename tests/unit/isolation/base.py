@@ -7,6 +7,7 @@ from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import restore
 from tests.unit.isolation import fakehost
@@ -34,11 +35,16 @@ class TestCase(testtools.TestCase):
     def config(self, **kw):
         self.cf.config(group='nova_pinning_isolation', **kw)
 
+    def options(self):
+        """The options as configured now (read again at each call: the
+        tests change them between steps)."""
+        return config.read(self.conf)
+
     def isolator(self):
-        return isolator.Isolator(self.conf, self.host.paths)
+        return isolator.Isolator(self.options(), self.host.paths)
 
     def undo(self):
-        return restore.undo(self.conf, self.host.paths)
+        return restore.undo(self.options(), self.host.paths)
 
     def group_file(self, name, group='nova-pinning-host',
                    controller='cpuset'):

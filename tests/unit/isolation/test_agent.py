@@ -325,7 +325,7 @@ class TestStatus(base.TestCase):
         self.host.typical()
         self.isolator().apply()
         self.host.spawn(200, 'started-since')
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual(
             ('applied', 'v1', '0', '0', 3, 1, 3),
             (st['state'], st['mode'], st['reserved_cpus'],
@@ -336,10 +336,10 @@ class TestStatus(base.TestCase):
                           'guest (machine cgroup)': 1}, st['kept'])
 
     def test_not_applied_and_not_configured(self):
-        self.assertEqual('not applied',
-                         report.status(self.conf, self.host.paths)['state'])
+        self.assertEqual('not applied', report.status(
+            self.options(), self.host.paths)['state'])
         self.cf.config(group='nova_pinning', reserved_cpus=None)
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual('not configured', st['state'])
         self.assertIn('reserved_cpus is not set', st['why'])
 
@@ -347,6 +347,6 @@ class TestStatus(base.TestCase):
         def broken(*args):
             raise RuntimeError('boom')
         self.patch(classify, 'scan', broken)
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual({'state': 'unknown',
                           'error': 'RuntimeError: boom'}, st)

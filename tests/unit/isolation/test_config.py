@@ -2,10 +2,15 @@
 nova's CPU sets in the overcommit file, as nova writes it:
 tests/unit/nova/test_isolation_config.py.)"""
 
+import dataclasses
 import os
 
 import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import testtools
 
+from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.isolation import config
 from tests.unit.isolation import base
 from tests.unit.isolation import fakehost
@@ -134,3 +139,79 @@ class TestModes(base.TestCase):
         settings = self.isolator().settings
         self.assertEqual(('systemd', os.path.join(bin_dir, 'systemctl')),
                          (settings.mode, settings.systemctl))
+
+
+class TestRead(testtools.TestCase):
+    """``config.read``, the isolation's configuration edge: each field of
+    ``Options`` is the option of its name, read once."""
+
+    ISO = conf_mod.ISOLATION_GROUP
+    # (field, group, value set, value expected in the record); every
+    # value differs from the option's default and from the other rows'
+    # of its type, so a field read from another option fails its row.
+    TABLE = [
+        ('reserved_cpus', 'nova_pinning', '2-3', '2-3'),
+        ('reserved_cpus', 'nova_pinning', None, None),
+        ('overcommit_file', 'nova_pinning', '/oc.json', '/oc.json'),
+        ('cgroup_mode', ISO, 'systemd', 'systemd'),
+        ('cgroup_root', ISO, '/cg', '/cg'),
+        ('group_name', ISO, 'hostgrp', 'hostgrp'),
+        ('memory_limit_mib', ISO, 1024, 1024),
+        ('memory_limit_mib', ISO, None, None),
+        ('memory_nodes', ISO, '0-1', '0-1'),
+        ('memory_nodes', ISO, None, None),
+        ('exclude_process_names', ISO, ['sshd', 'cron'], ('sshd', 'cron')),
+        ('pidfile_dirs', ISO, ['/pids'], ('/pids',)),
+        ('sweep_interval', ISO, 7, 7),
+        ('status_timeout', ISO, 2.5, 2.5),
+        ('slices', ISO, ['a.slice'], ('a.slice',)),
+        ('move_from_groups', ISO, ['/from'], ('/from',)),
+        ('only_descendants_of', ISO, 4242, 4242),
+        ('only_descendants_of', ISO, None, None),
+        ('interrupts', ISO, False, False),
+        ('workqueues', ISO, False, False),
+        ('interrupt_sample_seconds', ISO, 0.25, 0.25),
+        ('state_file', ISO, '/iso.json', '/iso.json'),
+    ]
+
+    def conf(self, group=None, name=None, value=None):
+        """A configuration with one option set (``name`` in ``group``)."""
+        conf = cfg.ConfigOpts()
+        conf_mod.register_opts(conf)
+        cf = self.useFixture(config_fixture.Config(conf))
+        if name is not None:
+            cf.config(group=group, **{name: value})
+        conf([], default_config_files=[])
+        return conf
+
+    def test_each_field_is_its_option(self):
+        for field, group, value, expected in self.TABLE:
+            options = config.read(self.conf(group, field, value))
+            self.assertEqual(expected, getattr(options, field),
+                             '%s from [%s] %s' % (field, group, field))
+
+    def test_the_table_covers_every_field(self):
+        self.assertEqual({f.name for f in dataclasses.fields(config.Options)},
+                         {row[0] for row in self.TABLE})
+
+    def test_every_isolation_option_is_a_field(self):
+        # An option added to [nova_pinning_isolation] is read here or
+        # nowhere: the modules below are never handed ``conf``.
+        fields = {f.name for f in dataclasses.fields(config.Options)}
+        self.assertEqual(set(), {opt.name for opt in conf_mod.isolation_opts}
+                         - fields)
+
+    def test_frozen_and_read_once(self):
+        conf = self.conf(self.ISO, 'sweep_interval', 9)
+        options = config.read(conf)
+        conf.set_override('sweep_interval', 1, group=self.ISO)
+        self.assertEqual(9, options.sweep_interval)
+        self.assertRaises(dataclasses.FrozenInstanceError, setattr,
+                          options, 'sweep_interval', 1)
+
+    def test_lists_are_tuples(self):
+        # Frozen all the way down: oslo.config's lists become tuples.
+        options = config.read(self.conf())
+        for name in ('exclude_process_names', 'pidfile_dirs', 'slices',
+                     'move_from_groups'):
+            self.assertIsInstance(getattr(options, name), tuple, name)

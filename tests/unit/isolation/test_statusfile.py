@@ -25,7 +25,7 @@ class StatusCase(base.TestCase):
                                         'isolation.status.json')
 
     def published(self):
-        return report.published(self.conf, self.host.paths)
+        return report.published(self.options(), self.host.paths)
 
     def write(self, **doc):
         """A status document as the agent writes it, with ``doc``'s
@@ -63,7 +63,7 @@ class TestPublished(StatusCase):
         self.assertEqual((1, 30, os.getpid()), (doc['version'],
                                                 doc['sweep_interval'],
                                                 doc['pid']))
-        live = report.status(self.conf, self.host.paths)
+        live = report.status(self.options(), self.host.paths)
         for key in ('state', 'mode', 'reserved_cpus', 'confined',
                     'not_confined', 'recorded_processes', 'group_cpus'):
             self.assertEqual(live[key], doc['status'][key], key)

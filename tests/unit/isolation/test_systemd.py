@@ -165,7 +165,7 @@ class TestSystemd(SystemdTestCase):
         result = self.undo()
         self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
                                               result.failures))
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual(
             dict.fromkeys(SLICES, '0-3'),
             {u: st['slices'][u]['EffectiveCPUs'] for u in SLICES})
@@ -214,7 +214,7 @@ class TestSystemd(SystemdTestCase):
         self.assertEqual(
             dict.fromkeys(SLICES, ''),
             {u: self.units()[u]['AllowedCPUs'] for u in SLICES})
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual(
             dict.fromkeys(SLICES, '0-3'),
             {u: st['slices'][u]['EffectiveCPUs'] for u in SLICES})
@@ -273,7 +273,7 @@ class TestSystemd(SystemdTestCase):
         with open(self.state_file) as f:
             self.assertEqual('first-boot', json.load(f)['boot_id'])
         self.reboot('second-boot')
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual(('not applied', True, 0),
                          (st['state'], st.get('earlier_boot'),
                           st['confined']))
@@ -282,8 +282,8 @@ class TestSystemd(SystemdTestCase):
         self.assertEqual((True, ()), (result.earlier_boot, result.failures))
         self.assertEqual(calls, len(self.calls('set-property')))
         self.assertFalse(os.path.exists(self.state_file))
-        self.assertEqual('not applied',
-                         report.status(self.conf, self.host.paths)['state'])
+        self.assertEqual('not applied', report.status(
+            self.options(), self.host.paths)['state'])
 
     def test_apply_after_a_reboot_starts_afresh(self):
         self.reboot('first-boot')
@@ -292,12 +292,12 @@ class TestSystemd(SystemdTestCase):
         self.isolator().apply()
         with open(self.state_file) as f:
             self.assertEqual('second-boot', json.load(f)['boot_id'])
-        self.assertEqual(3, report.status(self.conf,
+        self.assertEqual(3, report.status(self.options(),
                                           self.host.paths)['confined'])
 
     def test_status_reports_effective_cpus(self):
         self.isolator().apply()
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual(('applied', 'systemd', 3, 0),
                          (st['state'], st['mode'], st['confined'],
                           st['not_confined']))

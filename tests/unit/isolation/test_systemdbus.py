@@ -218,7 +218,7 @@ class TestSystemdOverDBus(BusMixin, test_systemd.TestSystemd):
              if c[2][0] == 'system.slice'])
 
     def test_status_says_how_systemd_is_reached(self):
-        st = report.status(self.conf, self.host.paths)
+        st = report.status(self.options(), self.host.paths)
         self.assertEqual('D-Bus at %s' % self.socket_path,
                          st['systemd_through'])
         self.assertEqual(0, st['confined'])

@@ -1,6 +1,7 @@
 """The in-nova runtime: activation, passes in or out of process, the
 notifier switch."""
 
+import dataclasses
 import errno
 import logging
 import os
@@ -15,15 +16,16 @@ import testtools
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.nova import activation
-from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.nova import hooks
 from nova_pinning_hooks.nova import notifier
+from nova_pinning_hooks.nova import passrunner
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.passes import settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import current_runtime
+from tests.fixtures import pass_runner
 from tests.unit import hosts
 from tests.unit.nova.test_hooks import FakeManager
 from tests.unit.novaconf import nova_like_conf
@@ -191,7 +193,7 @@ class TestActivate(AgentTestCase):
         self.assertEqual(1, logs.output.count('cannot write the overcommit'))
         # Every reader of the file (status, plan, isolation) says so.
         exc = self.assertRaises(settings.SettingsError, settings.load,
-                                conf)
+                                settings.read(conf).passes.ratio)
         self.assertIn('overcommit file %s is stale' % path, str(exc))
         a.coalescer.request('y', wait=True, timeout=10)  # still full
         self.assertEqual({}, g.vcpu_pins)
@@ -229,19 +231,21 @@ class TestActivate(AgentTestCase):
         overcommitfile.write(path, ratiofile.from_nova_conf(conf))
         self.full_disk()
         conf.set_override('cpu_shared_set', '1', group='compute')
-        changed = ratiofile.RatioFile(conf)
+        changed = ratiofile.RatioFile(ratiofile.NovaOptions.read(conf),
+                                conf.nova_pinning.overcommit_file)
         self.assertIsNotNone(changed.before_pass())
         self.assertFalse(os.path.lexists(path))
         self.assertTrue(os.path.lexists(path + '.stale'))
         conf.clear_override('cpu_shared_set', group='compute')
         logs = self.useFixture(fixtures.FakeLogger())
-        restarted = ratiofile.RatioFile(conf)
+        restarted = ratiofile.RatioFile(ratiofile.NovaOptions.read(conf),
+                                conf.nova_pinning.overcommit_file)
         self.assertIsNone(restarted.before_pass())
         self.assertTrue(restarted.ok)
         self.assertIn('taken back and used', logs.output)
         self.assertFalse(os.path.lexists(path + '.stale'))
         # Every reader has it again.
-        self.assertIsNone(settings.load(conf).shared_cpus)
+        self.assertIsNone(settings.load(settings.read(conf).passes.ratio).shared_cpus)
 
     def test_a_read_only_filesystem_stops_every_reader(self):
         # Issue 40, L-2: on a filesystem remounted read-only (ext4's
@@ -265,15 +269,18 @@ class TestActivate(AgentTestCase):
             lambda path: True))
         conf.set_override('cpu_shared_set', '1', group='compute')
         logs = self.useFixture(fixtures.FakeLogger())
-        refused = ratiofile.RatioFile(conf).before_pass()
+        refused = ratiofile.RatioFile(ratiofile.NovaOptions.read(conf),
+                                conf.nova_pinning.overcommit_file).before_pass()
         self.assertIn('its filesystem is read-only', refused.error)
         self.assertNotIn('passes elsewhere may read it', logs.output)
-        exc = self.assertRaises(settings.SettingsError, settings.load, conf)
+        exc = self.assertRaises(settings.SettingsError, settings.load,
+                               settings.read(conf).passes.ratio)
         self.assertIn('is on a read-only filesystem', str(exc))
         # The same configuration as the file's: refused all the same,
         # as every other reader refuses it (one rule for the host).
         conf.clear_override('cpu_shared_set', group='compute')
-        self.assertIsNotNone(ratiofile.RatioFile(conf).before_pass())
+        self.assertIsNotNone(ratiofile.RatioFile(ratiofile.NovaOptions.read(conf),
+                                conf.nova_pinning.overcommit_file).before_pass())
 
     def test_periodic_safety_net(self):
         conf = nova_like_conf(self, periodic_interval=1)
@@ -293,23 +300,46 @@ class TestOutOfProcess(AgentTestCase):
 
     def test_eventlet_detection_reads_sys_modules_only(self):
         self.assertNotIn('eventlet', sys.modules)
-        self.assertFalse(runtime.eventlet_patched())
+        self.assertFalse(passrunner.eventlet_patched())
         patcher = mock.Mock()
         patcher.is_monkey_patched.return_value = True
         with mock.patch.dict(sys.modules, {'eventlet.patcher': patcher}):
-            self.assertTrue(runtime.eventlet_patched())
+            self.assertTrue(passrunner.eventlet_patched())
         self.assertNotIn('eventlet', sys.modules)
+
+    def test_the_mode_is_chosen_once_by_eventlet(self):
+        # (eventlet's threads patched, out_of_process asked, the class)
+        conf = nova_like_conf(self)
+        config = settings.read(conf)
+        nova = ratiofile.NovaOptions.read(conf)
+        patcher = mock.Mock()
+        patcher.is_monkey_patched.return_value = True
+        for patched, asked, cls in (
+                (False, None, passrunner.ThreadPasses),
+                (True, None, passrunner.WorkerPasses),
+                (True, False, passrunner.ThreadPasses),
+                (False, True, passrunner.WorkerPasses)):
+            modules = {'eventlet.patcher': patcher} if patched else {}
+            with mock.patch.dict(sys.modules, modules):
+                runner = passrunner.make(config, nova, out_of_process=asked)
+            self.addCleanup(runner.stop)
+            self.assertIsInstance(runner, cls, (patched, asked))
+            self.assertEqual(cls is passrunner.WorkerPasses,
+                             runner.out_of_process)
 
     def test_child_process_argv_carries_nova_config(self):
         conf = nova_like_conf(self)
-        a = runtime.Runtime(conf, out_of_process=True)
+        config = settings.read(conf)
+        config = dataclasses.replace(
+            config, config_files=('/etc/nova/nova.conf',
+                                  '/etc/nova/nova-compute.conf'),
+            config_dirs=(), report_summary=True,
+            summary_file='/s/summary.json',
+            passes=dataclasses.replace(config.passes,
+                                       connection_uri='qemu:///system'))
+        nova = ratiofile.NovaOptions.read(conf)
+        a = passrunner.WorkerPasses(config, nova)
         self.addCleanup(a.stop)
-        a.conf = mock.Mock(config_file=['/etc/nova/nova.conf',
-                                        '/etc/nova/nova-compute.conf'],
-                           config_dir=None)
-        a.conf.nova_pinning.connection_uri = 'qemu:///system'
-        a.conf.nova_pinning.report_summary = True
-        a.conf.nova_pinning.summary_file = '/s/summary.json'
         argv = a.child_argv()
         self.assertEqual([sys.executable, '-m',
                           'nova_pinning_hooks.cmd.pinning', '--config-file',
@@ -318,12 +348,14 @@ class TestOutOfProcess(AgentTestCase):
                           '--summary-file', '/s/summary.json',
                           '--connection', 'qemu:///system',
                           '--requests-on-stdin'], argv)
-        a.conf.nova_pinning.report_summary = False
-        self.assertNotIn('--summary-file', a.child_argv())
+        b = passrunner.WorkerPasses(dataclasses.replace(
+            config, report_summary=False), nova)
+        self.addCleanup(b.stop)
+        self.assertNotIn('--summary-file', b.child_argv())
 
     def test_one_long_lived_worker_started_again_if_it_dies(self):
         conf = nova_like_conf(self)
-        a = runtime.Runtime(conf, out_of_process=True)
+        a = pass_runner(conf, True)
         self.addCleanup(a.stop)
         logs = self.useFixture(fixtures.FakeLogger())
         tmp = self.useFixture(fixtures.TempDir()).path
@@ -354,7 +386,7 @@ class TestOutOfProcess(AgentTestCase):
 
     def test_a_worker_that_cannot_start_is_logged(self):
         conf = nova_like_conf(self)
-        a = runtime.Runtime(conf, out_of_process=True)
+        a = pass_runner(conf, True)
         self.addCleanup(a.stop)
         logs = self.useFixture(fixtures.FakeLogger())
         with mock.patch.object(a, 'child_argv',
@@ -487,5 +519,9 @@ class TestNovaConnection(AgentTestCase):
         self.assertEqual(2, len(nova_host.by_name('g').vcpu_pins))
         self.assertEqual({}, self.fake.by_name('other').vcpu_pins)
         self.assertEqual(0, sum(self.fake.calls.values()))
+        # The worker, under eventlet, is started on the same connection.
+        worker = passrunner.WorkerPasses(a.config,
+                                         ratiofile.NovaOptions.read(conf))
+        self.addCleanup(worker.stop)
         self.assertEqual(['--connection', 'test:///nova'],
-                         a.child_argv()[-3:-1])
+                         worker.child_argv()[-3:-1])

@@ -11,6 +11,7 @@ import testtools
 
 from nova_pinning_hooks.nova import compat
 from tests import fakenova
+from tests import nova_releases
 
 
 def probe(path=None):
@@ -37,8 +38,11 @@ class TestProbe(testtools.TestCase):
         return json.loads(out)
 
     def test_a_nova_with_everything(self):
-        self.assertEqual({'nova': '34.0.0', 'lacking': [], 'tested': True,
-                          'tested_releases': [29, 34]}, self.answer())
+        newest = nova_releases.newest()
+        self.assertEqual({'nova': newest.nova, 'lacking': [], 'tested': True,
+                          'tested_releases': [nova_releases.oldest().series,
+                                              newest.series]},
+                         self.answer())
 
     def test_each_missing_part_is_named(self):
         self.assertEqual(
@@ -48,9 +52,12 @@ class TestProbe(testtools.TestCase):
                                  'get_updated_guest_xml'))['lacking'])
 
     def test_a_release_outside_the_matrix(self):
-        self.assertFalse(self.answer(version='35.0.0')['tested'])
-        self.assertFalse(self.answer(version='28.1.0')['tested'])
-        self.assertTrue(self.answer(version='29.4.0')['tested'])
+        oldest, newest = nova_releases.oldest(), nova_releases.newest()
+        self.assertFalse(
+            self.answer(version='%d.0.0' % (newest.series + 1))['tested'])
+        self.assertFalse(
+            self.answer(version='%d.1.0' % (oldest.series - 1))['tested'])
+        self.assertTrue(self.answer(version=oldest.nova)['tested'])
 
     def test_a_driver_that_does_not_import(self):
         got = self.answer(broken='no module named eventlet')
@@ -79,7 +86,12 @@ class TestProbe(testtools.TestCase):
 class TestTested(testtools.TestCase):
 
     def test_versions(self):
-        for text, expected in (('29.0.0', True), ('34.0.0', True),
-                               ('34.1.0.dev3', True), ('35.0.0', False),
-                               ('28.9.9', False), ('x', False)):
+        first = nova_releases.oldest().series
+        last = nova_releases.newest().series
+        for text, expected in (('%d.0.0' % first, True),
+                               ('%d.0.0' % last, True),
+                               ('%d.1.0.dev3' % last, True),
+                               ('%d.0.0' % (last + 1), False),
+                               ('%d.9.9' % (first - 1), False),
+                               ('x', False)):
             self.assertEqual(expected, compat.tested(text), text)

@@ -13,10 +13,10 @@ import fixtures
 import testtools
 
 from nova_pinning_hooks.nova import activation
-from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import settings
 from tests.fixtures import FakeLibvirtFixture
+from tests.fixtures import pass_runner
 from tests.unit import hosts
 from tests.unit.novaconf import nova_like_conf
 from tests.unit.scrape import free_port
@@ -28,10 +28,10 @@ from tests.unit.scrape import value
 def overcommit_times(conf):
     """The file's times as a scrape sees them (settings read once)."""
     try:
-        read = settings.load(conf)
+        read = settings.load(settings.read(conf).passes.ratio)
     except settings.SettingsError:
         read = None
-    return metrics.overcommit_times(conf, read)
+    return metrics.overcommit_times(settings.read(conf).passes.ratio, read)
 
 
 class TestAgentEndpoint(testtools.TestCase):
@@ -52,7 +52,7 @@ class TestAgentEndpoint(testtools.TestCase):
     def test_binding_service_serves_passes_and_guests(self):
         from nova_pinning_hooks.runtime import service
         conf = nova_like_conf(self, allocation_ratio=4.0)
-        svc = service.BindingService(conf, events=False)
+        svc = service.BindingService(settings.read(conf), events=False)
         self.addCleanup(svc.stop)
         endpoint = svc.pass_metrics.start_endpoint(('127.0.0.1', 0))
         before = self.scrape(endpoint.address)
@@ -92,7 +92,7 @@ class TestAgentEndpoint(testtools.TestCase):
         port = free_port()
         conf = nova_like_conf(self, metrics_listen='127.0.0.1:%d' % port,
                               allocation_ratio=4.0)
-        a = runtime.Runtime(conf, out_of_process=False)
+        a = pass_runner(conf, False)
         self.addCleanup(a.stop)
         a.start()
         self.assertTrue(a.coalescer.request('t', wait=True, timeout=30))
@@ -110,7 +110,7 @@ class TestAgentEndpoint(testtools.TestCase):
             s.listen()
             conf = nova_like_conf(self, metrics_listen='127.0.0.1:%d'
                                   % s.getsockname()[1], allocation_ratio=4.0)
-            a = runtime.Runtime(conf, out_of_process=False)
+            a = pass_runner(conf, False)
             self.addCleanup(a.stop)
             a.start()  # no exception into nova-compute
             self.assertTrue(a.coalescer.request('t', wait=True, timeout=30))
@@ -130,7 +130,7 @@ class TestServedFromTheStart(testtools.TestCase):
         self.assertEqual(0.0, times['written'])  # missing
         boot = times['boot']
         self.assertLess(boot, time.time())
-        a = runtime.Runtime(conf, out_of_process=False)
+        a = pass_runner(conf, False)
         self.addCleanup(a.stop)
         self.assertTrue(a.ratio_file.write(2.0))
         written = overcommit_times(conf)['written']

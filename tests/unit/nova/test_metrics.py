@@ -14,10 +14,11 @@ import testtools
 from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.nova import activation
-from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.fixtures import FakeLibvirtFixture
+from tests.fixtures import pass_runner
 from tests.unit import hosts
 from tests.unit.novaconf import nova_like_conf
 from tests.unit.scrape import samples
@@ -40,7 +41,7 @@ class OneGuestCase(testtools.TestCase):
 class TestTextfileInNovaCompute(OneGuestCase):
 
     def run_passes(self, conf, n):
-        a = runtime.Runtime(conf, out_of_process=False)
+        a = pass_runner(conf, False)
         self.addCleanup(a.stop)
         a.ratio_file.write()
         for i in range(n):
@@ -96,7 +97,7 @@ class TestTheOvercommitFileOpenedOnce(OneGuestCase):
         # nova's CPU sets, which are in the file.
         self.conf = nova_like_conf(self, reserved_cpus='0',
                                    metrics_textfile=self.path)
-        self.runtime = runtime.Runtime(self.conf, out_of_process=False)
+        self.runtime = pass_runner(self.conf, False)
         self.addCleanup(self.runtime.stop)
         self.assertTrue(self.runtime.ratio_file.write())
         path = self.conf.nova_pinning.overcommit_file
@@ -111,15 +112,16 @@ class TestTheOvercommitFileOpenedOnce(OneGuestCase):
             'nova_pinning_hooks.host.statefile.read_json', counting))
 
     def test_a_scrape(self):
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
-        view = metrics.read_view(rec, self.conf)
+        view = metrics.read_view(rec, settings_mod.read(self.conf).observe)
         self.assertEqual([], view.errors)
         self.assertIn('state', view.isolation)
         self.assertGreater(view.overcommit['written'], 0)
         self.assertEqual(1, len(self.opened))
         del self.opened[:]
-        text = metrics.LiveCollector(rec, self.conf).render().decode()
+        text = metrics.LiveCollector(
+            rec, settings_mod.read(self.conf).observe).render().decode()
         self.assertEqual(1, value(text, 'nova_pinning_up'))
         self.assertEqual(1, len(self.opened))
 
@@ -185,7 +187,7 @@ class TestThePassThreadNeverAsksSystemd(OneGuestCase):
              'sweep_interval': 30,
              'status': {'state': 'applied', 'mode': 'systemd',
                         'confined': 3, 'not_confined': 0}})
-        a = runtime.Runtime(self.conf, out_of_process=False)
+        a = pass_runner(self.conf, False)
         self.addCleanup(a.stop)
         a.ratio_file.write()
         start = time.monotonic()
@@ -206,10 +208,11 @@ class TestThePassThreadNeverAsksSystemd(OneGuestCase):
                                        'timestamp_seconds'), 0)
 
     def test_a_scrape_with_a_hung_bus(self):
-        rec = reconciler.Reconciler(self.conf)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(rec.close)
         start = time.monotonic()
-        text = metrics.LiveCollector(rec, self.conf).render().decode()
+        text = metrics.LiveCollector(
+            rec, settings_mod.read(self.conf).observe).render().decode()
         self.assertLess(time.monotonic() - start, 3.0)
         self.assertEqual([], self.calls)
         # Nothing published: not applied, 0, not stale.

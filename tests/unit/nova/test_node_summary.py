@@ -13,9 +13,10 @@ from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import nodesummary
-from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.runtime import service as service_mod
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.unit import hosts
+from tests.fixtures import pass_runner
 from tests.unit.nova.test_agent import AgentTestCase
 from tests.unit.novaconf import nova_like_conf
 
@@ -152,7 +153,8 @@ class TestUnderEventlet(SummaryTestCase):
     def test_worker_file_to_stats(self):
         conf = nova_like_conf(self, allocation_ratio=4.0)
         path = conf.nova_pinning.summary_file
-        agent = service_mod.BindingService(conf, event_loop=False,
+        agent = service_mod.BindingService(settings_mod.read(conf),
+                                           event_loop=False,
                                            summary_file=path)
         self.assertTrue(agent.coalescer.request('x', wait=True,
                                                 timeout=10))
@@ -167,7 +169,7 @@ class TestUnderEventlet(SummaryTestCase):
         self.assertEqual(before, os.stat(path).st_mtime_ns)
         # nova-compute's side, out of process: the same basis, from the
         # file, read again only when it changed.
-        rt = runtime.Runtime(conf, out_of_process=True)
+        rt = pass_runner(conf, True)
         self.addCleanup(rt.stop)
         self.assertEqual(b, rt.basis())
         reads = []
@@ -187,7 +189,7 @@ class TestUnderEventlet(SummaryTestCase):
 
     def test_no_file_no_summary_a_link_refused(self):
         conf = nova_like_conf(self)
-        rt = runtime.Runtime(conf, out_of_process=True)
+        rt = pass_runner(conf, True)
         self.addCleanup(rt.stop)
         self.assertIsNone(rt.basis())
         path = conf.nova_pinning.summary_file

@@ -7,11 +7,12 @@ tests/unit/observe/test_prometheus.py.)"""
 from prometheus_client import parser
 import testtools
 
-from nova_pinning_hooks.nova import runtime
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.fixtures import FakeLibvirtFixture
+from tests.fixtures import pass_runner
 from tests import promql
 from tests.unit import hosts
 from tests.unit.novaconf import nova_like_conf
@@ -26,16 +27,17 @@ class TestDashboardSeries(testtools.TestCase):
             FakeLibvirtFixture(hosts.load('small-1node'))).host
         fake.add_domain('g', 2, xml=hosts.domain_xml('g', 2))
         conf = nova_like_conf(self)
-        a = runtime.Runtime(conf, out_of_process=False)
+        a = pass_runner(conf, False)
         self.addCleanup(a.stop)
         self.assertTrue(a.ratio_file.write(2.0))
-        rec = reconciler.Reconciler(conf)
+        rec = reconciler.Reconciler(settings_mod.read(conf).passes)
         self.addCleanup(rec.close)
         stats = passstats.PassStats()
         stats.record(rec.run_pass())
         names = set()
         for mode in ('v1', 'systemd'):
-            view = metrics.read_view(rec, conf, isolation=False)
+            view = metrics.read_view(rec, settings_mod.read(conf).observe,
+                                     isolation=False)
             self.assertEqual([], view.errors)
             view.isolation = {'state': 'applied', 'mode': mode}
             text = metrics.exposition(view, stats)

@@ -6,6 +6,7 @@ import types
 from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hook
 from nova_pinning_hooks.nova import hookpoints
+from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.nova import migration
 from nova_pinning_hooks.host import overcommitfile
 from tests.fixtures import uninstall_migration_filter
@@ -85,6 +86,9 @@ class TestRatioFromTheProviderTree(AgentTestCase):
 
     def test_a_configured_ratio_is_named_as_such(self):
         self.conf.set_override('cpu_allocation_ratio', 2.0)
+        # nova's options are read once, at activation, as nova-compute
+        # reads its own at its start: this one, as if it had been set.
+        self.agent.ratio_file.nova = ratiofile.NovaOptions.read(self.conf)
         self.report(2.0)
         info = overcommitfile.read(self.path)
         self.assertEqual((2.0, 'cpu_allocation_ratio'),

@@ -18,9 +18,10 @@ class TestPassStats(testtools.TestCase):
 
     def test_counts_by_outcome_kind_and_result(self):
         from nova_pinning_hooks.engine import plan as plan_mod
-        c1 = plan_mod.PinChange('u', 'g', 'vcpu', 0, None, frozenset({1}))
-        c2 = plan_mod.PinChange('u', 'g', 'emulator', None, None,
+        c1 = plan_mod.PinChange('u', 'g', plan_mod.ChangeKind.VCPU, 0, None,
                                 frozenset({1}))
+        c2 = plan_mod.PinChange('u', 'g', plan_mod.ChangeKind.EMULATOR,
+                                None, None, frozenset({1}))
         stats = passstats.PassStats()
         stats.record(self.result(changes=[c1, c2], applied=[c1],
                                  skipped=[(c2, 'busy')],
@@ -65,7 +66,8 @@ class TestPassStats(testtools.TestCase):
 
     def test_last_pass_success_means_every_change_written(self):
         from nova_pinning_hooks.engine import plan as plan_mod
-        c = plan_mod.PinChange('u', 'g', 'vcpu', 0, None, frozenset({1}))
+        c = plan_mod.PinChange('u', 'g', plan_mod.ChangeKind.VCPU, 0, None,
+                               frozenset({1}))
         stats = passstats.PassStats()
         stats.record(self.result(changes=[c], skipped=[(c, 'busy')]))
         text = metrics.exposition(metrics.HostView(), stats)

@@ -27,7 +27,8 @@ class TestView(testtools.TestCase):
         from nova_pinning_hooks.observe import stealview
         p = self.plan(('busy', 'node-range'), ('stopped', 'node-range'),
                       ('fresh', 'node-range'))
-        change = plan_mod.PinChange('fresh', 'fresh', 'vcpu', 0, None,
+        change = plan_mod.PinChange('fresh', 'fresh',
+                                    plan_mod.ChangeKind.VCPU, 0, None,
                                     frozenset({1}))
         m = stealview.measure(
             p, {'busy': guest('busy', (0, 0)),

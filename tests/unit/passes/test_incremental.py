@@ -13,6 +13,7 @@ import fixtures
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import model as model_mod
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.unit import hosts
 from tests.unit.passes.test_reconciler import ReconcilerTestCase
 
@@ -65,11 +66,15 @@ class TestHostModel(ReconcilerTestCase.__mro__[1]):  # testtools.TestCase
 class IncrementalTestCase(ReconcilerTestCase):
 
     def setUp(self):
-        super().setUp()
-        self.cf.config(group='nova_pinning', resync_interval=0)
         self.model = model_mod.HostModel()
-        self.rec = reconciler.Reconciler(self.conf, model=self.model)
-        self.addCleanup(self.rec.close)
+        super().setUp()
+        self.configure(resync_interval=0)
+
+    def reconciler(self):
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes,
+                                    model=self.model)
+        self.addCleanup(rec.close)
+        return rec
 
     def settled(self, name, vcpus):
         """A guest booted and bound, its pins read back: the model is
@@ -210,7 +215,7 @@ class TestIncrementalPasses(IncrementalTestCase):
         self.assertEqual(['new'], parsed)
 
     def test_a_lost_event_is_caught_by_the_resync(self):
-        self.cf.config(group='nova_pinning', resync_interval=1)
+        self.configure(resync_interval=1)
         a = self.settled('a', 2)
         pins = dict(a.vcpu_pins)
         a.vcpu_pins[0] = (4, 5, 6)
@@ -490,7 +495,7 @@ class TestResyncTiming(IncrementalTestCase):
         # The agent's resync timer and its passes drift by the coalescing
         # delay: a pass slightly before the due time must still read
         # everything, or the resync comes one whole period late.
-        self.cf.config(group='nova_pinning', resync_interval=60)
+        self.configure(resync_interval=60)
         for i in range(3):
             self.boot('g%d' % i, 1)
         self.rec.run_pass()  # first read: everything

@@ -12,6 +12,7 @@ from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.passes import passlock
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests import fakelibvirt
 from tests.fixtures import FakeLibvirtFixture
 from tests.unit import hosts
@@ -34,8 +35,21 @@ class ReconcilerTestCase(testtools.TestCase):
         self.cf = cf
         self.fake = self.useFixture(
             FakeLibvirtFixture(hosts.load('intel-2s-28c-ht'))).host
-        self.rec = reconciler.Reconciler(self.conf)
-        self.addCleanup(self.rec.close)
+        self.rec = self.reconciler()
+
+    def reconciler(self):
+        """A reconciler of the configuration as it is now (it reads it
+        once: ``settings.read``), closed at the end of the test."""
+        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        self.addCleanup(rec.close)
+        return rec
+
+    def configure(self, **values):
+        """Set ``[nova_pinning]`` options and make ``self.rec`` again
+        with them, as a process started with them would."""
+        self.cf.config(group='nova_pinning', **values)
+        self.rec.close()
+        self.rec = self.reconciler()
 
     def boot(self, name, vcpus, node=0):
         return self.fake.add_domain(
@@ -101,7 +115,7 @@ class TestPass(ReconcilerTestCase):
 
     def test_disabled_does_nothing(self):
         self.boot('a', 2)
-        self.cf.config(group='nova_pinning', enabled=False)
+        self.configure(enabled=False)
         result = self.rec.run_pass()
         self.assertIn('disabled', result.error)
         self.assertEqual(0, sum(self.fake.calls.values()))
@@ -110,7 +124,7 @@ class TestPass(ReconcilerTestCase):
         # Switched off is when release is run (doc/source/nova.rst).
         self.boot('a', 2)
         self.rec.run_pass()
-        self.cf.config(group='nova_pinning', enabled=False)
+        self.configure(enabled=False)
         result = self.rec.run_pass(release=True)
         self.assertIsNone(result.error)
         every = tuple(range(112))  # the host's online CPUs
@@ -133,21 +147,21 @@ class TestPass(ReconcilerTestCase):
 class TestSettings(ReconcilerTestCase):
 
     def test_ratio_must_be_positive(self):
-        self.cf.config(group='nova_pinning', allocation_ratio=0.0)
+        self.configure(allocation_ratio=0.0)
         result = self.rec.run_pass()
         self.assertIn('allocation_ratio', result.error)
         self.assertEqual(0, self.fake.writes())
 
     def test_reserved_cpus_the_host_lacks(self):
         self.boot('a', 1)
-        self.cf.config(group='nova_pinning', reserved_cpus='0,500')
+        self.configure(reserved_cpus='0,500')
         result = self.rec.run_pass()
         self.assertIn('reserved_cpus', result.error)
         self.assertEqual(0, self.fake.writes())
 
     def test_reserved_cpus_leave_the_pool(self):
         a = self.boot('a', 2)
-        self.cf.config(group='nova_pinning', reserved_cpus='0-3,56-59')
+        self.configure(reserved_cpus='0-3,56-59')
         self.rec.run_pass()
         cpus = {c for p in a.vcpu_pins.values() for c in p}
         self.assertFalse(cpus & {0, 1, 2, 3, 56, 57, 58, 59})
@@ -172,7 +186,8 @@ class TestLock(ReconcilerTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.passes.reconciler.Reconciler._pass',
             slow_pass))
-        others = [reconciler.Reconciler(self.conf) for _ in range(4)]
+        others = [reconciler.Reconciler(settings_mod.read(self.conf).passes)
+                  for _ in range(4)]
         threads = [threading.Thread(target=r.run_pass) for r in others]
         for t in threads:
             t.start()
@@ -210,7 +225,7 @@ class TestTimeBounds(ReconcilerTestCase):
         # Bounds far apart, so that a loaded machine cannot blur them: a
         # call 0.3 s, a pass 20 s; a hung call is released only at the
         # end of the test.
-        self.cf.config(group='nova_pinning', libvirt_call_timeout=0.3,
+        self.configure(libvirt_call_timeout=0.3,
                        pass_timeout=20, lock_timeout=0)
 
     def test_a_hung_read_ends_the_pass_and_frees_the_lock(self):
@@ -225,7 +240,7 @@ class TestTimeBounds(ReconcilerTestCase):
         self.assertEqual(0, self.fake.writes())
         # lock_timeout is 0: this fails unless the lock was released.
         del self.fake.hang['XMLDesc']
-        again = reconciler.Reconciler(self.conf)
+        again = reconciler.Reconciler(settings_mod.read(self.conf).passes)
         self.addCleanup(again.close)
         # While the abandoned call is still blocked, passes fail at once:
         # no new connection, no new thread (hung.py).
@@ -256,7 +271,7 @@ class TestTimeBounds(ReconcilerTestCase):
         # 18 s or more; with it, about its 1 s and one call.
         for i in range(30):
             self.boot('g%d' % i, 1)
-        self.cf.config(group='nova_pinning', pass_timeout=1,
+        self.configure(pass_timeout=1,
                        libvirt_call_timeout=5)
         original = fakelibvirt.FakeHost.count
 
@@ -272,7 +287,7 @@ class TestTimeBounds(ReconcilerTestCase):
         self.assertIn('deadline', result.error)
 
     def test_waiting_for_the_lock_is_bounded(self):
-        self.cf.config(group='nova_pinning', lock_timeout=0.2)
+        self.configure(lock_timeout=0.2)
         with passlock.PassLock(self.tmp, 1):
             result = self.rec.run_pass()
         self.assertEqual('failed', result.error_kind)

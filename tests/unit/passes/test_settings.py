@@ -1,5 +1,7 @@
-"""The settings a pass reads: the ratio and CPU sets (once a pass), and
-the policy's options from configuration."""
+"""The configuration edge (``settings.read``): ``[nova_pinning]`` read
+once into frozen records; the ratio and CPU sets a pass reads
+(``settings.load``), refused at their edge; the policy's options from
+configuration."""
 
 import dataclasses
 
@@ -10,8 +12,10 @@ import testtools
 
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.host import overcommitfile
+from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.passes import settings
 
 
@@ -23,6 +27,11 @@ def make_conf(test, **values):
     cf.config(group='nova_pinning', overcommit_file=tmp + '/oc.json',
               **values)
     return conf
+
+
+def ratio_of(conf):
+    """Where ``conf`` says the ratio comes from (``RatioSource``)."""
+    return settings.read(conf).passes.ratio
 
 
 class TestPolicyOverrides(testtools.TestCase):
@@ -49,42 +58,170 @@ class TestPolicyOverrides(testtools.TestCase):
         conf = make_conf(self, foreign_domains='ignore',
                          home_node_min_fraction=0.5, set_home_node=True,
                          emulator_threads='guest')
-        self.assertEqual({'foreign_domains': 'ignore',
-                          'home_node_min_fraction': 0.5,
-                          'set_home_node': True,
-                          'emulator_threads': 'guest'},
-                         settings.policy_overrides(conf))
+        expected = {'foreign_domains': 'ignore',
+                    'home_node_min_fraction': 0.5,
+                    'set_home_node': True,
+                    'emulator_threads': 'guest'}
+        self.assertEqual(expected, settings.policy_overrides(conf))
+        # A pass takes the same from its record.
+        self.assertEqual(expected,
+                         settings.read(conf).passes.policy_overrides())
+
+
+class TestRead(testtools.TestCase):
+    """Each record field is the option of its name (or the one the
+    table says), read once: a change to ``conf`` after ``read`` reaches
+    no record."""
+
+    # (record path, option, value set, value expected in the record)
+    TABLE = [
+        ('passes.enabled', 'enabled', False, False),
+        ('passes.connection_uri', 'connection_uri', 'test:///default',
+         'test:///default'),
+        ('passes.lock_path', 'lock_path', '/run/x', '/run/x'),
+        ('passes.times.lock_timeout', 'lock_timeout', 7.0, 7.0),
+        ('passes.times.pass_timeout', 'pass_timeout', 9.0, 9.0),
+        ('passes.times.resync_interval', 'resync_interval', 30.0, 30.0),
+        ('passes.times.coalesce_delay', 'coalesce_delay', 0.5, 0.5),
+        ('passes.times.vcpu_poll_interval', 'vcpu_poll_interval', 2.0,
+         2.0),
+        ('passes.times.periodic_interval', 'periodic_interval', 5.0, 5.0),
+        ('passes.times.summary_max_age', 'summary_max_age', 120.0, 120.0),
+        ('passes.host.busy_retries', 'busy_retries', 4, 4),
+        ('passes.host.busy_retry_delay', 'busy_retry_delay', 0.25, 0.25),
+        ('passes.host.set_home_node', 'set_home_node', True, True),
+        ('passes.host.libvirt_call_timeout', 'libvirt_call_timeout', 3.0,
+         3.0),
+        ('passes.host.kernel_affinity', 'kernel_affinity', False, False),
+        ('passes.ratio.allocation_ratio', 'allocation_ratio', 2.5, 2.5),
+        ('passes.ratio.reserved_cpus', 'reserved_cpus', '0-1', '0-1'),
+        ('passes.ratio.reserved_cpus', 'reserved_cpus', '', None),
+        ('observe.metrics_textfile', 'metrics_textfile', '/x.prom',
+         '/x.prom'),
+        ('observe.metrics_textfile', 'metrics_textfile', '', None),
+        ('observe.metrics_listen', 'metrics_listen', '127.0.0.1:9',
+         '127.0.0.1:9'),
+        ('observe.metrics_max_requests', 'metrics_max_requests', 3, 3),
+        ('observe.metrics_read_timeout', 'metrics_read_timeout', 1.5,
+         1.5),
+        ('observe.metrics_max_requests_per_peer',
+         'metrics_max_requests_per_peer', 2, 2),
+        ('summary_file', 'summary_file', '/s.json', '/s.json'),
+        ('report_summary', 'report_summary', False, False),
+    ]
+
+    @staticmethod
+    def get(record, path):
+        for name in path.split('.'):
+            record = getattr(record, name)
+        return record
+
+    def test_each_field_is_its_option(self):
+        for path, option, value, expected in self.TABLE:
+            conf = make_conf(self, **{option: value})
+            record = settings.read(conf)
+            self.assertEqual(expected, self.get(record, path),
+                             '%s from [nova_pinning] %s' % (path, option))
+
+    def test_the_isolation_state_file(self):
+        conf = make_conf(self)
+        conf.set_override('state_file', '/iso.json',
+                          group=conf_mod.ISOLATION_GROUP)
+        self.assertEqual('/iso.json', settings.read(
+            conf).observe.isolation_state_file)
+
+    def test_every_host_option_is_read(self):
+        # virt.HostOptions grows with the connection's options: each of
+        # its fields is the option of its name.
+        conf = make_conf(self)
+        host = settings.read(conf).passes.host
+        for f in dataclasses.fields(virt.HostOptions):
+            self.assertEqual(getattr(conf.nova_pinning, f.name),
+                             getattr(host, f.name), f.name)
+
+    def test_records_are_frozen_and_read_once(self):
+        conf = make_conf(self, pass_timeout=9.0)
+        record = settings.read(conf)
+        conf.set_override('pass_timeout', 1.0, group='nova_pinning')
+        self.assertEqual(9.0, record.passes.times.pass_timeout)
+        self.assertRaises(dataclasses.FrozenInstanceError, setattr,
+                          record.passes.times, 'pass_timeout', 1.0)
+        self.assertRaises(dataclasses.FrozenInstanceError, setattr,
+                          record, 'passes', None)
 
 
 class TestLoad(testtools.TestCase):
 
     def test_the_option_stands_in_for_the_file(self):
         conf = make_conf(self, allocation_ratio=3.0, reserved_cpus='0')
-        s = settings.load(conf)
+        s = settings.load(ratio_of(conf))
+        self.assertIsInstance(s, hostsettings.HostSettings)
         self.assertEqual((3.0, '[nova_pinning] allocation_ratio', '0',
                           None), (s.allocation_ratio, s.ratio_source,
                                   s.reserved_cpus, s.written_at))
         self.assertIsNone(s.nova_sets())  # the file was not read
 
     def test_the_file(self):
-        conf = make_conf(self)
+        conf = make_conf(self, reserved_cpus='0')
         path = conf.nova_pinning.overcommit_file
         overcommitfile.write(path, {
             'version': 1, 'host': 'h', 'written_at': '2026-01-01T00:00:00',
             'allocation_ratio': 8.0, 'ratio_source': 'placement',
             'shared_cpus': '2-7', 'dedicated_cpus': None})
-        s = settings.load(conf)
+        s = settings.load(ratio_of(conf))
         self.assertEqual(8.0, s.allocation_ratio)
         self.assertEqual(('2-7', None), s.nova_sets())
         self.assertEqual({'allocation_ratio': 8.0,
                           'ratio_source': 'placement',
-                          'reserved_cpus': None, 'shared_cpus': '2-7',
+                          'reserved_cpus': '0', 'shared_cpus': '2-7',
                           'dedicated_cpus': None}, s.snapshot_fields())
+
+    def test_a_file_without_a_source_says_unknown(self):
+        conf = make_conf(self)
+        overcommitfile.write(conf.nova_pinning.overcommit_file, {
+            'version': 1, 'host': 'h', 'written_at': '2026-01-01T00:00:00',
+            'allocation_ratio': 8.0})
+        self.assertEqual('unknown',
+                         settings.load(ratio_of(conf)).ratio_source)
 
     def test_refused_with_one_message(self):
         exc = self.assertRaises(settings.SettingsError, settings.load,
-                                make_conf(self))
+                                ratio_of(make_conf(self)))
         self.assertIn('does not exist', str(exc))
         exc = self.assertRaises(settings.SettingsError, settings.load,
-                                make_conf(self, allocation_ratio=0.0))
+                                ratio_of(make_conf(self,
+                                                   allocation_ratio=0.0)))
         self.assertIn('must be > 0', str(exc))
+
+    def test_a_bad_ratio_is_refused_at_the_edge(self):
+        # (the option's value, refused) for the option's edge; the
+        # oslo.config bounds let 0 through, and a record made by hand
+        # may hold anything: ``load`` is where it stops.
+        table = [(0.0, True), (-1.0, True), (float('nan'), True),
+                 (float('inf'), True), (policy.MAX_RATIO * 2, True),
+                 (True, True), (1e-9, False), (1.0, False),
+                 (policy.MAX_RATIO, False)]
+        for ratio, refused in table:
+            source = settings.RatioSource(allocation_ratio=ratio,
+                                          overcommit_file='/nonexistent',
+                                          reserved_cpus=None)
+            if refused:
+                exc = self.assertRaises(settings.SettingsError,
+                                        settings.load, source)
+                self.assertIn('[nova_pinning] allocation_ratio', str(exc))
+            else:
+                self.assertEqual(ratio,
+                                 settings.load(source).allocation_ratio)
+
+    def test_a_bad_ratio_in_the_file_is_refused_at_the_edge(self):
+        conf = make_conf(self)
+        path = conf.nova_pinning.overcommit_file
+        for ratio in (0, -2.0, 'four', None, True, 1e300):
+            with open(path, 'w') as f:
+                f.write('{"version": 1, "allocation_ratio": %s}' % (
+                    'null' if ratio is None else
+                    'true' if ratio is True else
+                    '"four"' if ratio == 'four' else repr(ratio)))
+            exc = self.assertRaises(settings.SettingsError,
+                                    settings.load, ratio_of(conf))
+            self.assertIn('allocation_ratio must be', str(exc))

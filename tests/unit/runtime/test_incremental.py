@@ -14,6 +14,7 @@ import time
 from testtools.content import text_content
 
 from nova_pinning_hooks.runtime import service
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests import fixtures as fixtures_mod
 from tests.unit.passes.test_incremental import BY_HAND
 from tests.unit.passes.test_incremental import IncrementalTestCase
@@ -25,7 +26,8 @@ class TestAgentRepairs(IncrementalTestCase):
     def start_agent(self):
         self.cf.config(group='nova_pinning', coalesce_delay=0.05,
                        resync_interval=0)
-        agent = service.BindingService(self.conf, event_loop=False)
+        agent = service.BindingService(settings_mod.read(self.conf),
+                                       event_loop=False)
         return fixtures_mod.run_agent(self, agent)
 
     def wait_for(self, check, message):
@@ -64,7 +66,8 @@ class TestCallbacksNeverBlock(IncrementalTestCase):
         self.addCleanup(release.set)
         self.cf.config(group='nova_pinning', coalesce_delay=0,
                        libvirt_call_timeout=5, resync_interval=0)
-        agent = service.BindingService(self.conf, event_loop=False)
+        agent = service.BindingService(settings_mod.read(self.conf),
+                                       event_loop=False)
         fixtures_mod.run_agent(self, agent)
         self.assertTrue(agent.coalescer.request('settle', wait=True,
                                                 timeout=10))

@@ -9,6 +9,7 @@ import time
 import fixtures
 
 from nova_pinning_hooks.runtime import service
+from nova_pinning_hooks.passes import settings as settings_mod
 from tests.unit import hosts
 from tests.unit.passes.test_incremental import IncrementalTestCase
 
@@ -17,7 +18,8 @@ class TestBindingService(IncrementalTestCase):
 
     def running_agent(self):
         """An agent running on its own thread, its first pass done."""
-        agent = service.BindingService(self.conf, event_loop=False)
+        agent = service.BindingService(settings_mod.read(self.conf),
+                                       event_loop=False)
         stop = threading.Event()
         thread = threading.Thread(target=agent.run, args=(stop,))
         thread.start()
@@ -103,7 +105,8 @@ class TestBindingService(IncrementalTestCase):
         self.assertEqual([0, 1], sorted(a.vcpu_pins))
 
     def test_a_request_line_is_read_in_bounded_pieces(self):
-        agent = service.BindingService(self.conf, events=False)
+        agent = service.BindingService(settings_mod.read(self.conf),
+                                       events=False)
         self.addCleanup(agent.stop)
         seen, stop = [], threading.Event()
         agent.request = seen.append
@@ -112,7 +115,8 @@ class TestBindingService(IncrementalTestCase):
         self.assertTrue(stop.is_set())  # its end stops the agent
 
     def test_requests_stream_end_stops_it(self):
-        agent = service.BindingService(self.conf, event_loop=False)
+        agent = service.BindingService(settings_mod.read(self.conf),
+                                       event_loop=False)
         done = threading.Event()
         thread = threading.Thread(
             target=lambda: (agent.run(requests=io.StringIO('a\nb\n')),

@@ -1,0 +1,72 @@
+"""The policy's options: what a plan is made with, and their check.
+
+Invariants:
+
+* ``Options`` is frozen: a plan's inputs cannot change under it;
+* ``validate`` is the one check of options against a host's topology:
+  the ratio (``ratio_ok``), the CPU sets (every CPU online on the host),
+  ``foreign_domains`` and ``emulator_threads``; every plan entry point
+  calls it first, and it raises ``PolicyError`` alone;
+* ``EPSILON`` is the one tolerance the rules compare a ratio product
+  with, so a count exactly at pool x ratio fits wherever it is compared.
+"""
+
+import dataclasses
+import math
+import typing
+
+from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import topology
+
+EPSILON = 1e-9
+
+# nova sets no upper bound; ours keeps every product with a CPU count a
+# finite float (an int ratio of 400 digits overflows one).
+MAX_RATIO = 1e6
+
+
+class PolicyError(ValueError):
+    """Inputs the policy refuses (bad ratio, CPU sets outside the host)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    allocation_ratio: float
+    reserved_cpus: typing.Optional[frozenset[int]] = None
+    # nova's cpu_shared_set
+    shared_cpus: typing.Optional[frozenset[int]] = None
+    # nova's cpu_dedicated_set
+    dedicated_cpus: typing.Optional[frozenset[int]] = None
+    foreign_domains: str = 'manage'  # or 'ignore'
+    home_node_min_fraction: float = 0.9
+    set_home_node: bool = False  # emit numa nodesets for chosen homes
+    # ``emuthreads``; the engine's default plans as before the option,
+    # the configuration's (conf.py) is SHARED.
+    emulator_threads: str = emuthreads.GUEST
+
+
+def ratio_ok(ratio: object) -> bool:
+    """A number > 0 and at most ``MAX_RATIO`` (not a bool, not NaN)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return False
+    try:
+        value = float(ratio)
+    except OverflowError:
+        return False
+    return math.isfinite(value) and 0 < value <= MAX_RATIO
+
+
+def validate(host: topology.HostTopology, options: Options) -> None:
+    ratio = options.allocation_ratio
+    if not ratio_ok(ratio):
+        raise PolicyError('allocation ratio must be a number > 0 and at '
+                          'most %g, not %.32r' % (MAX_RATIO, ratio))
+    for what in ('reserved_cpus', 'shared_cpus', 'dedicated_cpus'):
+        cpus = getattr(options, what)
+        if cpus is not None and not cpus <= host.cpus:
+            raise PolicyError('%s names CPUs the host does not have online: '
+                              '%s' % (what, sorted(cpus - host.cpus)))
+    if options.foreign_domains not in ('manage', 'ignore'):
+        raise PolicyError('foreign_domains must be manage or ignore')
+    if options.emulator_threads not in emuthreads.SETTINGS:
+        raise PolicyError('emulator_threads must be guest or shared')

@@ -98,9 +98,9 @@ if [ -z "$containers_conf" ] && ! (ulimit -Hn 1048576 && ulimit -Hu 4194304) 2>/
     containers_conf=$cache/containers.conf
     mkdir -p "$cache"
     printf '# tools/kolla-images.sh: podman'"'"'s default ulimits cannot be raised here\n[containers]\ndefault_ulimits = []\n' \
-        > "$containers_conf.tmp"
-    chmod 0644 "$containers_conf.tmp"
-    mv "$containers_conf.tmp" "$containers_conf"
+        > "$containers_conf.tmp.$$"  # this run's: two runs at once each rename their own
+    chmod 0644 "$containers_conf.tmp.$$"
+    mv "$containers_conf.tmp.$$" "$containers_conf"
 fi
 if [ -n "$containers_conf" ]; then
     export CONTAINERS_CONF=$containers_conf

@@ -35,6 +35,18 @@ start_mariadb() {
     fi
 }
 
+stop_mariadb() {  # shut down, and wait until the process is gone
+    mariadb-admin --socket="$SOCK" shutdown
+    # mariadb-admin returns when the server has begun to shut down: a
+    # start straight after would find the old process still recorded
+    # (spawn starts nothing while it lives) and no socket to answer.
+    for _ in $(seq 300); do
+        alive mariadb || return 0
+        sleep 0.2
+    done
+    die "MariaDB still runs 60 s after its shutdown (see $LOG/mariadb.log)"
+}
+
 sql() { mariadb --socket="$SOCK" -u root -e "$1"; }
 
 start_rabbitmq() {
@@ -67,7 +79,7 @@ control() {  # stop|start rabbitmq|mariadb: the control plane failing
     case "$1 $2" in
         "stop rabbitmq") rabbitmqctl -q -n rabbit@localhost stop_app ;;
         "start rabbitmq") rabbitmqctl -q -n rabbit@localhost start_app ;;
-        "stop mariadb") mariadb-admin --socket="$SOCK" shutdown ;;
+        "stop mariadb") stop_mariadb ;;
         "start mariadb") start_mariadb ;;
         *) die "usage: cloud.sh control stop|start rabbitmq|mariadb" ;;
     esac

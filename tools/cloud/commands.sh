@@ -23,6 +23,9 @@ up() {
     fi
     if [ "$compute2" = kolla ]; then check_kolla_series; fi
     mkdir -p "$STATE"
+    # The processes under $RUN are this state's cloud's from now on: the
+    # other layout's "down" leaves them alone (run_by_other).
+    echo "$STATE" > "$RUN/state"
     echo "$series" > "$STATE/series"
     echo "$compute2" > "$STATE/compute2-layout"
     write_configs
@@ -45,8 +48,21 @@ up() {
         "openstack --os-cloud nph-admin ..."
 }
 
+run_by_other() {  # true if the cloud under $RUN is another state's
+    local owner
+    owner=$(cat "$RUN/state" 2>/dev/null || true)  # none: before owners were written
+    [ -n "$owner" ] && [ "$owner" != "$STATE" ]
+}
+
 down() {
     local n s
+    # Both layouts share $RUN, RabbitMQ and MariaDB's socket: bringing
+    # down a state whose cloud is not the one up would stop the one up
+    # (run-tests.sh downs the other layout before each cloud stage).
+    if run_by_other; then
+        log "$STATE: not up (the cloud up is $(cat "$RUN/state")'s); nothing stopped"
+        return 0
+    fi
     for n in 1 2; do stop_host "$n"; done
     for s in nova-scheduler nova-conductor nova-api neutron glance placement keystone; do
         stop_proc "$s" 10
@@ -54,6 +70,7 @@ down() {
     timeout 60 rabbitmqctl -q -n rabbit@localhost stop >/dev/null 2>&1 || true  # not running
     stop_proc rabbitmq 5
     stop_proc mariadb 20
+    rm -f "$RUN/state"
     if [ "${args[0]:-}" = --purge ]; then
         rm -rf "$STATE"
         log "purged $STATE"

@@ -88,6 +88,22 @@ XML
     echo "booted $name ($virt_type guest, 1 vCPU, 64 MiB, no disk)"
 }
 
+# The kernel's word, not ours: each vCPU thread's Cpus_allowed_list in
+# /proc, "guest thread cpus" a line.
+kernel_view() {
+    local g pid task comm
+    for g in "$@"; do
+        pid=$(cat "/run/libvirt/qemu/$g.pid")
+        for task in /proc/"$pid"/task/*; do
+            comm=$(cat "$task/comm")
+            case "$comm" in
+                CPU*) printf '%-11s %-14s %s\n' "$g" "$comm" \
+                      "$(awk '/Cpus_allowed_list/{print $2}' "$task/status")" ;;
+            esac
+        done
+    done
+}
+
 step() { printf '\n======== %s ========\n' "$*"; }
 
 step "boot two tiny guests"
@@ -103,6 +119,18 @@ step "rebind: one pass"
 step "status after: one pCPU each (one-to-one)"
 "$np" --config-file "$conf" status
 
+step "the kernel agrees: one CPU for each vCPU thread, a different one each"
+view=$(kernel_view nph-demo-1 nph-demo-2)
+echo "$view"
+# Checked, not only shown: a demo that printed a wrong binding and
+# exited 0 would prove nothing at each landing.
+cpus=$(awk '{print $NF}' <<<"$view")
+if [ "$(wc -l <<<"$cpus")" != 2 ] || grep -qv '^[0-9][0-9]*$' <<<"$cpus" ||
+        [ "$(sort -u <<<"$cpus" | wc -l)" != 2 ]; then
+    echo "demo.sh: the kernel does not show one CPU of its own for each vCPU" >&2
+    exit 1
+fi
+
 step "rebind again with nothing changed: zero writes"
 "$np" --config-file "$conf" rebind
 
@@ -111,17 +139,8 @@ boot nph-demo-3
 "$np" --config-file "$conf" rebind
 "$np" --config-file "$conf" status
 
-step "the kernel agrees: Cpus_allowed_list of each vCPU thread"
-for g in "${guests[@]}"; do
-    pid=$(cat "/run/libvirt/qemu/$g.pid")
-    for task in /proc/"$pid"/task/*; do
-        comm=$(cat "$task/comm")
-        case "$comm" in
-            CPU*) printf '%-11s %-14s %s\n' "$g" "$comm" \
-                  "$(awk '/Cpus_allowed_list/{print $2}' "$task/status")" ;;
-        esac
-    done
-done
+step "the kernel agrees: the three vCPU threads share the node's CPUs"
+kernel_view "${guests[@]}"
 
 step "host isolation: a stand-in host daemon is confined to a reserved CPU"
 # Only this script's children are touched (only_descendants_of), so the
@@ -140,12 +159,22 @@ only_descendants_of = $$
 CONF
 sh -c 'echo $$ > "$1"; exec sleep 300' demo-daemon "$work/run/demo-daemon.pid" &
 daemon_pid=$!
-sleep 0.5
-echo "before: demo daemon (pid $daemon_pid) may run on CPUs" \
-     "$(awk '/Cpus_allowed_list/{print $2}' /proc/$daemon_pid/status)"
+# Until it has written its pid file (a fixed sleep can lose that race on a
+# loaded machine: apply then found no daemon to confine).
+for _ in $(seq 300); do
+    [ -s "$work/run/demo-daemon.pid" ] && break
+    sleep 0.1
+done
+[ -s "$work/run/demo-daemon.pid" ] || { echo "demo.sh: the stand-in daemon wrote no pid file in 30 s" >&2; exit 1; }
+allowed() { awk '/Cpus_allowed_list/{print $2}' "/proc/$daemon_pid/status"; }
+before=$(allowed)
+echo "before: demo daemon (pid $daemon_pid) may run on CPUs $before"
 "$npi" --config-file "$work/isolate.conf" apply
-echo "after:  demo daemon (pid $daemon_pid) may run on CPUs" \
-     "$(awk '/Cpus_allowed_list/{print $2}' /proc/$daemon_pid/status)"
+after=$(allowed)
+echo "after:  demo daemon (pid $daemon_pid) may run on CPUs $after"
 "$npi" --config-file "$work/isolate.conf" undo
-echo "undone: demo daemon (pid $daemon_pid) may run on CPUs" \
-     "$(awk '/Cpus_allowed_list/{print $2}' /proc/$daemon_pid/status)"
+undone=$(allowed)
+echo "undone: demo daemon (pid $daemon_pid) may run on CPUs $undone"
+# Checked as the binding is: confined to the reserved CPU, then given back.
+[ "$after" = 0 ] || { echo "demo.sh: apply left the daemon on CPUs $after, not the reserved CPU 0" >&2; exit 1; }
+[ "$undone" = "$before" ] || { echo "demo.sh: undo left the daemon on CPUs $undone, not $before" >&2; exit 1; }

@@ -77,6 +77,20 @@ done
     "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}"
     cloud tempest-smoke)
 
+# A synthetic load beside the chosen stages (CONTRIBUTING, "Beside a
+# load"): NPH_TEST_LOAD=cpu:N keeps N CPUs busy with stress-ng from the
+# host's set-up to the end of the run. CI's machines are shared: a test
+# that passes only on a quiet machine is a race, and this finds it here.
+load=${NPH_TEST_LOAD:-}
+load_cpus=
+load_pid=
+if [ -n "$load" ]; then
+    [[ "$load" =~ ^cpu:([1-9][0-9]?)$ ]] ||
+        die "NPH_TEST_LOAD is cpu:N (N busy CPUs, 1-99), not '$load'"
+    load_cpus=${BASH_REMATCH[1]}
+    export NPH_EXTRA_PACKAGES="${NPH_EXTRA_PACKAGES:-} stress-ng"
+fi
+
 needs_host=0
 for e in "${envs[@]}"; do
     case "$e" in demo|functional|vm|nova-*|cloud*|day2|tempest*) needs_host=1 ;; esac
@@ -128,7 +142,15 @@ vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
 # status 1 whatever $status says (a kill of a VM run that had ended did,
 # in every run with the VM tests beside the rest): nothing here may fail.
 trap 'if [ -n "$vm_pid" ]; then kill "$vm_pid" 2>/dev/null || true; fi  # ended
+      if [ -n "$load_pid" ]; then kill -- "-$load_pid" 2>/dev/null || true; fi  # ended
       rm -f "$why" "$vm_out" || true' EXIT  # nothing here may fail (above)
+if [ -n "$load_cpus" ]; then
+    # Its own session, so that the trap's kill reaches every worker.
+    setsid stress-ng --cpu "$load_cpus" --quiet </dev/null >/dev/null 2>&1 &
+    load_pid=$!
+    echo "=== load: stress-ng --cpu $load_cpus beside the run (NPH_TEST_LOAD=$load) ==="
+fi
+
 
 count() {  # ENV: read back the counts of the env's stestr run
     local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent

@@ -482,9 +482,10 @@ lambda: False))
         # nova's gives up after 20 s.
         def gone():
             try:
-                self.api.get_server(server['id'])
+                now = self.api.get_server(server['id'])
             except client.OpenStackApiNotFoundException:
                 return True
+            self.assertNotEqual('ERROR', now['status'], now)
             return False
         self._wait_until(lambda: 'server %s deleted' % server['id'], gone)
 

@@ -96,6 +96,13 @@ HOSTS=(nph-compute1 nph-compute2)
 HOST_IPS=(127.0.0.11 127.0.0.12)  # each compute's my_ip, on loopback
 LIBVIRT_PORTS=(16521 16522)
 SSH_PORTS=(2211 2212)  # nova copies disks between hosts with ssh/scp
+# Bounds, in seconds, for a loaded host (two busy CPUs beside the cloud),
+# not a quiet one: a libvirtd's answer to "virsh version" (none within
+# it: hung, restarted), a daemon's start until it answers, a
+# nova-compute's start until it serves its RPC queue (after init_host).
+VIRSH_PROBE=30
+DAEMON_START=120
+COMPUTE_START=360
 
 compute2=  # host or kolla: --compute2, else what the state says, else host
 started_computes=()  # the nova-computes this run started (wait_rpc_servers)

@@ -149,7 +149,7 @@ def wait_for(check, what, seconds=120):
     raise SystemExit('%s not ready in %d s: %s' % (what, seconds, last))
 
 
-def wait_computes(conn, hosts):
+def wait_computes(conn, hosts, seconds):
     def up():
         services = [s for s in conn.compute.services()
                     if s.binary == 'nova-compute' and s.host in hosts]
@@ -163,7 +163,7 @@ def wait_computes(conn, hosts):
                 all(s.state == 'up' and s.status == 'enabled'
                     for s in services) and
                 set(hosts) <= hyps)
-    wait_for(up, 'nova-compute on %s' % ', '.join(hosts), seconds=180)
+    wait_for(up, 'nova-compute on %s' % ', '.join(hosts), seconds=seconds)
 
 
 def demo(password, state):
@@ -200,13 +200,15 @@ def main():
     parser.add_argument('--password', required=True)
     parser.add_argument('--state', required=True)
     parser.add_argument('--wait-computes')
+    parser.add_argument('--seconds', type=int, default=360,
+                        help='--wait-computes\'s bound')
     parser.add_argument('--demo', action='store_true')
     args = parser.parse_args()
     conn = admin(args.password)
     if args.demo:
         demo(args.password, args.state)
     elif args.wait_computes:
-        wait_computes(conn, args.wait_computes.split())
+        wait_computes(conn, args.wait_computes.split(), args.seconds)
     else:
         bootstrap(conn, args.password, args.state)
     return 0

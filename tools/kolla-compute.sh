@@ -296,10 +296,11 @@ if ! printf '%s' "$sasl_password" | podman exec -i "$libvirt_name" \
     echo "kolla-compute.sh: saslpasswd2 failed in $libvirt_name" >&2
     exit 1
 fi
-# libvirtd answers within a second or two of its start.
+# libvirtd answers within a second or two of its start on a quiet host;
+# the bound is a loaded host's.
 # shellcheck disable=SC2016  # the inner bash expands $1
-if ! timeout 30 bash -c 'until virsh -q -c "$1" version >/dev/null 2>&1; do
-                             sleep 0.2; done' answer "$uri"; then
+if ! timeout 120 bash -c 'until timeout 30 virsh -q -c "$1" version >/dev/null 2>&1; do
+                              sleep 0.2; done' answer "$uri"; then
     echo "kolla-compute.sh: $libvirt_name does not answer on $uri" >&2
     try "podman logs $libvirt_name" podman logs --tail 20 "$libvirt_name" >&2
     exit 1

@@ -14,20 +14,35 @@ set -euo pipefail
 cmd=${1:?start or stop}; dir=${2:?a directory}; port=${3:-16510}
 cg=/sys/fs/cgroup/cpuset/nph-second-libvirtd
 
-stop() {
+# Whether any of the daemons still runs (a zombie has ended).
+alive() {
+    local name pid state
     for name in libvirtd virtlogd; do
         pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)  # none: not running
-        [ -n "$pid" ] && kill "$pid" 2>/dev/null || true  # not running, or ended
+        [ -n "$pid" ] || continue
+        state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $1}')
+        [ -n "$state" ] && [ "$state" != Z ] && return 0
     done
-    for _ in $(seq 50); do
-        alive=0
+    return 1
+}
+
+# Until both daemons have ended (the next start takes their pid files
+# and port): TERM, 30 s, then KILL; bounds for a loaded host.
+stop() {
+    local signal deadline
+    for signal in TERM KILL; do
         for name in libvirtd virtlogd; do
             pid=$(cat "$dir/run/$name.pid" 2>/dev/null || true)  # none: not running
-            [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
+            [ -n "$pid" ] && kill "-$signal" "$pid" 2>/dev/null || true  # not running, or ended
         done
-        [ $alive = 0 ] && break
-        sleep 0.2
+        deadline=$(( $(date +%s) + 30 ))
+        while alive && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+        alive || break
     done
+    if alive; then
+        echo "second-libvirtd.sh: its daemons in $dir outlived SIGKILL" >&2
+        exit 1
+    fi
     # Empty groups go bottom-up.
     if [ -d "$cg" ]; then
         find "$cg" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true  # a group still in use stays
@@ -88,11 +103,13 @@ unshare -m --propagation private bash -c '
     start libvirtd -d --listen -f /etc/libvirt/libvirtd.conf
 ' second-libvirtd "$dir" "$cg"
 uri="qemu+tcp://127.0.0.1:$port/system"
-for _ in $(seq 100); do
-    timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1 && break
+# A second or two on a quiet host; the bounds are a loaded host's.
+deadline=$(( $(date +%s) + 120 ))
+until timeout 30 virsh -q -c "$uri" version >/dev/null 2>&1 \
+        || [ "$(date +%s)" -ge "$deadline" ]; do
     sleep 0.2
 done
-if ! timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1; then
+if ! timeout 30 virsh -q -c "$uri" version >/dev/null 2>&1; then
     echo "second-libvirtd.sh: no answer on $uri" >&2
     stop
     exit 1

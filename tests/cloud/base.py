@@ -47,6 +47,16 @@ POOL = {'nph-compute1': frozenset({0, 1}), 'nph-compute2': frozenset({0})}
 NOVA_DEDICATED = {'nph-compute2': frozenset({1})}
 PREFIX = 'nph-cloud-'
 TIMEOUT = 240
+# s: until the passes after nova's operation show in /proc, on a loaded
+# host (a pass runs after the operation returns, behind the others).
+PASS_WAIT = 120
+# s: until nova-compute's periodic audit (update_available_resource,
+# every 60 s, later on a loaded host) has run after an event, twice if
+# the first ran just before it.
+AUDIT_WAIT = 300
+# s: one tools/cloud.sh command at most; its own bounds (a loaded
+# host's: a nova-compute's start, 360 s) say why first.
+CLOUD_WAIT = 1200
 KOLLA_PREFIX = 'nph_cloud_'  # tools/cloud.sh's, for --compute2 kolla
 KOLLA_CONFIG = '/var/lib/kolla/config_files/'
 KOLLA_CONFIG_FILES = ('nova.conf', 'cpu-mode.conf', 'compute2.conf',
@@ -161,7 +171,7 @@ class CloudCommandFailed(Exception):
     """``tools/cloud.sh`` exited non-zero; its last words in the text."""
 
 
-def cloud(*args, timeout=300):
+def cloud(*args, timeout=CLOUD_WAIT):
     proc = subprocess.run([CLOUD] + list(args), capture_output=True,
                           text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
@@ -375,7 +385,7 @@ class CloudTestCase(testtools.TestCase):
                         sid, mode, vcpu, sorted(allowed), sorted(pool)))
         return '; '.join(wrong) or None
 
-    def assert_pinned(self, package_on=True, timeout=30):
+    def assert_pinned(self, package_on=True, timeout=PASS_WAIT):
         """Every live guest on both hosts where the policy says, within
         ``timeout`` (passes run after nova's operation returns)."""
         deadline = time.monotonic() + timeout

@@ -97,9 +97,17 @@ class TestKollaLayout(base.CloudTestCase):
                                   start_new_session=True)
         self.addCleanup(daemon.wait, 10)
         self.addCleanup(os.killpg, daemon.pid, 9)
-        time.sleep(0.5)
-        with open('/proc/%d/task/%d/children' % (daemon.pid, daemon.pid)) as f:
-            sleeper = int(f.read().split()[0])
+        # Its child, once the shell has started it.
+        deadline = time.monotonic() + 60
+        while True:
+            with open('/proc/%d/task/%d/children'
+                      % (daemon.pid, daemon.pid)) as f:
+                children = f.read().split()
+            if children:
+                sleeper = int(children[0])
+                break
+            self.assertLess(time.monotonic(), deadline, 'no sleep started')
+            time.sleep(0.1)
         every = kernel.cpus_allowed(sleeper)
         dirname = os.path.join(base.STATE, 'compute2')
         name = 'isolate-cloud.conf'

@@ -116,8 +116,9 @@ class TestLifecycle(base.CloudTestCase):
         self.addCleanup(set_ratio, 4.0)
         set_ratio(1.0)
         # nova refreshes its provider tree from placement (every 10 s
-        # here), the package notes the ratio and rewrites its file.
-        deadline = time.monotonic() + 90
+        # here, at its periodic audit), the package notes the ratio and
+        # rewrites its file.
+        deadline = time.monotonic() + base.AUDIT_WAIT
         while overcommit_file('nph-compute1')['allocation_ratio'] != 1.0:
             self.assertLess(time.monotonic(), deadline,
                             'the ratio never reached the overcommit file')
@@ -127,7 +128,7 @@ class TestLifecycle(base.CloudTestCase):
         # The next pass (an operation) plans with it: 3 vCPUs > 2 x 1.
         self.admin.compute.reboot_server(guests[0], 'HARD')
         self.wait_status(guests[0], 'ACTIVE')
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + base.PASS_WAIT
         while True:
             after = status_json('nph-compute1')
             rules = {g['rule'] for g in after['guests']}
@@ -147,13 +148,19 @@ class TestLifecycle(base.CloudTestCase):
         for how in ([], ['--kill']):
             size = os.path.getsize(log)
             base.cloud('restart-compute', '1', *how)
-            # The package came back with nova-compute: its start pass.
-            deadline = time.monotonic() + 60
+            # The package came back with nova-compute: its start pass, a
+            # line of the new process's (the old one's last lines come
+            # after ``size`` too).
+            with open('/run/nph-cloud/nova-compute1.pid') as f:
+                pid = ' %s ' % f.read().split()[0]
+            deadline = time.monotonic() + base.PASS_WAIT
             while True:
                 with open(log, 'rb') as f:
                     f.seek(size)
                     new = f.read().decode('utf-8', 'replace')
-                if re.search(r'nova_pinning_hooks.* rebinding pass', new):
+                if [line for line in new.splitlines() if pid in line and
+                        re.search(r'nova_pinning_hooks.* rebinding pass',
+                                  line)]:
                     break
                 self.assertLess(time.monotonic(), deadline,
                                 'no pass after nova-compute %s' % (

@@ -79,7 +79,7 @@ class TestNovaPlacedSharedGuests(base.CloudTestCase):
             xml = test_lifecycle.domain_xml(host, self.get(s).instance_name)
             self.assertIn('<numa>', xml)
             self.assertIn('<vcpupin', xml)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + base.PASS_WAIT
         while True:  # passes run after nova's operations return
             view = self.kernel_view()
             guests1, _ = self.managed('nph-compute1', (a, b))

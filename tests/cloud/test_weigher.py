@@ -31,26 +31,35 @@ difference. So the second guest is booted only once nova's database
 shows no build in progress on either compute (the scheduler's input,
 read with the ``mysql`` client) and by a scheduler started after that
 (``weigher on|off`` restarts it): nova's choice then depends on the
-hosts, not on when the audits ran.
+hosts, not on when the audits ran. And only once each compute node's
+summary (in the same stats, saved at the same audit) counts every vCPU
+nova counts there (``vcpus_used``): an audit that ran after the first
+guest's build but before the pass that saw it saved no build in
+progress and a summary without that guest; the weigher would then see
+nph-compute1 as empty.
 
 Both outcomes are read in /proc. The package is on in both runs (only
 the scheduler changes); ``weigher off`` brings back nova's choice, the
 test's proof that the weigher made the difference.
 """
 
+import json
 import subprocess
 import time
 
 from tests.cloud import base
 from tests.cloud import test_lifecycle
 
-AUDIT_WAIT = 150  # s: nova's periodic audit runs every 60 s
-# The cloud's database (tools/cloud.sh), read only for the wait above.
+# The audit after the pass that saw the first guest may be the second
+# after its build.
+AUDIT_WAIT = base.AUDIT_WAIT
+# The cloud's database (tools/cloud.sh), read only for the wait above;
+# raw (-r): the stats are JSON with a JSON text in it, backslashes kept.
 DB = ('mysql', '-h127.0.0.1', '-unph', '-pnph-cloud-secret', 'nova_cell1',
-      '-N', '-B', '-e')
-IO_OPS = ("SELECT hypervisor_hostname, "
-          "COALESCE(JSON_VALUE(stats, '$.io_workload'), 0) "
-          "FROM compute_nodes WHERE deleted = 0")
+      '-N', '-B', '-r', '-e')
+NODES = ("SELECT hypervisor_hostname, vcpus_used, COALESCE(stats, '{}') "
+         "FROM compute_nodes WHERE deleted = 0")
+SUMMARY = 'nova_pinning_numa'  # the package's key in the node's stats
 
 
 class TestOneToOneWeigher(base.CloudTestCase):
@@ -70,24 +79,37 @@ class TestOneToOneWeigher(base.CloudTestCase):
         return test_lifecycle.status_json(host).get('scheduler_summary')
 
     @staticmethod
-    def io_ops():
-        """{compute node: the builds it counts in progress} in nova's
-        database."""
-        out = subprocess.run(DB + (IO_OPS,), capture_output=True, text=True,
-                             timeout=30, check=True).stdout
-        return {name: int(n) for name, n in
-                (line.split('\t') for line in out.splitlines() if line)}
+    def nodes():
+        """{compute node: (builds it counts in progress, vCPUs nova
+        counts there, vCPUs its summary has seen or None)} as the node
+        last saved them in nova's database."""
+        out = subprocess.run(DB + (NODES,), capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        seen = {}
+        for line in out.splitlines():
+            if not line:
+                continue
+            name, used, stats = line.split('\t', 2)
+            stats = json.loads(stats)
+            summary = stats.get(SUMMARY)
+            seen[name] = (int(stats.get('io_workload', 0)), int(used),
+                          json.loads(summary)['s'] if summary else None)
+        return seen
 
     def wait_audited(self):
-        """Until no compute counts a build in progress (its audit ran)."""
+        """Until each compute's audit saved no build in progress and a
+        summary that has seen every vCPU nova counts there."""
         deadline = time.monotonic() + AUDIT_WAIT
         while True:
-            seen = self.io_ops()
-            if len(seen) == 2 and not any(seen.values()):
+            seen = self.nodes()
+            if len(seen) == 2 and all(
+                    builds == 0 and summary == used
+                    for builds, used, summary in seen.values()):
                 return seen
             if time.monotonic() > deadline:
-                self.fail('builds still counted in progress after %d s: %s'
-                          % (AUDIT_WAIT, seen))
+                self.fail('after %d s, a build still counted in progress '
+                          'or a summary behind nova\'s vCPUs: %s (builds, '
+                          'vcpus_used, summary\'s)' % (AUDIT_WAIT, seen))
             time.sleep(2)
 
     def second_guest(self, weigher):

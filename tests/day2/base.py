@@ -132,7 +132,7 @@ class DayTwoCase(base.CloudTestCase):
             if settle is not None:
                 settle()
             elif base.package_state() == 'on':
-                self.assert_pinned(timeout=120)
+                self.assert_pinned()
         finally:
             s.stop()
         total, longest, samples, per_guest = s.report()

@@ -31,7 +31,7 @@ class TestRestarts(base.DayTwoCase):
         says."""
         for s in servers:
             self.wait_status(s, 'ACTIVE', timeout=300)
-        self.assert_pinned(timeout=120)
+        self.assert_pinned()
 
     def check(self, figures, survive=False):
         """``survive``: every guest's qemu is the one before the event
@@ -85,8 +85,7 @@ class TestRestarts(base.DayTwoCase):
         servers = self.fleet()
         for n in (1, 2):
             figures = self.sample(
-                lambda n=n: cloud_base.cloud('reboot-host', str(n),
-                                             timeout=600),
+                lambda n=n: cloud_base.cloud('reboot-host', str(n)),
                 settle=lambda: self.settled(servers))
             self.check(self.record('host rebooted (nph-compute%d, %s)' % (
                 n, 'kolla' if n == 2 and kolla() else 'host'), **figures))

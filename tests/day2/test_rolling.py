@@ -63,4 +63,4 @@ class TestRollingUpgrade(base.DayTwoCase):
     def settled(self, servers):
         for s in servers:
             self.wait_status(s, 'ACTIVE', timeout=300)
-        self.assert_pinned(timeout=120)
+        self.assert_pinned()

@@ -69,7 +69,7 @@ class TestUpgradeAndRollback(base.DayTwoCase):
         subprocess.run([self.venv() + '/bin/pip', 'install', '-q',
                         '--no-deps', '--force-reinstall', whl],
                        check=True, timeout=600, capture_output=True)
-        cloud_base.cloud('restart-compute', '1', timeout=600)
+        cloud_base.cloud('restart-compute', '1')
         env = dict(os.environ)
         if cloud_base._state('compute2-layout') == 'kolla':
             env['NPH_KOLLA_WHEEL'] = whl
@@ -84,7 +84,7 @@ class TestUpgradeAndRollback(base.DayTwoCase):
     def settled(self, servers):
         for s in servers:
             self.wait_status(s, 'ACTIVE', timeout=300)
-        self.assert_pinned(timeout=120)
+        self.assert_pinned()
 
     # 1.0.0 opens libvirt without credentials: against a libvirtd that
     # asks for SASL (kolla-ansible's default, libvirt_enable_sasl, and

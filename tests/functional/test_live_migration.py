@@ -42,10 +42,11 @@ class TestLiveMigration(base.FunctionalTestCase):
             type=self.virt_type, name=DEFINED, vcpus=1))
         self.addCleanup(self._undefine, DEFINED)
         self.dest_dir = os.path.join(self.tmp, 'second-libvirtd')
+        # (the script's own bounds, a loaded host's, speak first)
         proc = subprocess.run([SCRIPT, 'start', self.dest_dir],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=300)
         self.addCleanup(subprocess.run, [SCRIPT, 'stop', self.dest_dir],
-                        capture_output=True, timeout=120)
+                        capture_output=True, timeout=300)
         if proc.returncode:
             base.require(self, 'second libvirtd did not start: %s'
                          % proc.stderr.strip()[-500:])

@@ -139,8 +139,10 @@ class TestHotPlugInNovaCompute(base.FunctionalTestCase):
             a.request('a hook')
             time.sleep(0.2)
         # Let the passes our own writes' tunable events ask for go by
-        # (no events here: nova's loop never ran; still, settle).
-        time.sleep(1.5)
+        # (no events here: nova's loop never ran; still, settle): every
+        # request so far served, not a fixed time.
+        self.assertTrue(a.coalescer.request('settle', wait=True,
+                                            timeout=60))
         passes = a.coalescer.passes
         subprocess.run(['virsh', '-c', base.URI, 'setvcpus', dom.name(),
                         '2', '--live'], check=True, capture_output=True,

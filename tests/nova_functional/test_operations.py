@@ -25,6 +25,12 @@ nova's thread, the live migration's destination XML without our pins,
 and the overcommit file following a ratio change made through the
 placement API. The per-operation table is written to
 ``$NPH_NOVA_TABLE`` when set (doc/source/nova.rst shows it).
+
+Each step waits for its own operation, never for a record an earlier
+step left (issue 47): a migration record the step made or moved
+(``_wait_for_migration_status``), every hooked method of the step
+returned (``_settle``), and every wait bounded by ``LOADED_WAIT``, not
+nova's 5 s, sized for a quiet machine.
 """
 
 import json
@@ -34,6 +40,7 @@ import time
 import fixtures
 from lxml import etree
 from nova import conf as nova_conf
+from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base
 
@@ -48,6 +55,16 @@ from tests.fixtures import uninstall_migration_filter
 
 CONF = nova_conf.CONF
 A, B = 'compute1', 'compute2'
+
+# Seconds any one wait of this test may take: one operation of nova's
+# functional framework takes about a second on a quiet machine; beside
+# two busy CPUs (stestr's two workers and a load) several times that.
+# nova's own helpers give 10 tries of 0.5 s.
+LOADED_WAIT = 180
+POLL = 0.2
+# A migration record in one of these ends the wait for it: the
+# operation failed.
+MIGRATION_FAILED = ('error', 'failed', 'cancelled')
 
 # (operation, server status, host, latest migration status); a host of
 # None: wherever the scheduler put it.
@@ -174,6 +191,17 @@ class OperationsTestBase(base.LibvirtMigrationMixin, base.ServersTestBase,
         self.useFixture(fixtures.MonkeyPatch(
             'nova.virt.libvirt.driver.LibvirtDriver.rescue',
             rescue_with_dir))
+        # nova's notification waits give up after 10 s; they come before
+        # the state waits in nova's helpers, so they get the same bound.
+        wait_notified = self.notifier.wait_for_versioned_notifications
+
+        def wait_notified_loaded(event_type, n_events=1, timeout=0):
+            return wait_notified(event_type, n_events,
+                                 max(timeout, LOADED_WAIT))
+        self.notifier.wait_for_versioned_notifications = wait_notified_loaded
+        # Each step notes the server's migration records (id: status)
+        # before its action; None outside a step.
+        self.migrations_before = None
         if self.ACTIVE:
             self._switch_on()
         self.start_compute(hostname=A)
@@ -195,7 +223,17 @@ lambda: False))
             'nova_pinning_hooks.passes.reconciler.Reconciler', Recorder))
         Recorder.watched = 0
         self.hook_seconds = []
-        post = hook.BindNumaAffinityHook.post
+        # The hooked methods between their hook's pre and post: a step
+        # ends when none runs (``_settle``). A server's status changes
+        # inside the method, before it returns and its post asks for
+        # the pass.
+        self.running = []
+        pre, post = (hook.BindNumaAffinityHook.pre,
+                     hook.BindNumaAffinityHook.post)
+
+        def counted_pre(hook_self, *args, **kwargs):
+            self.running.append(hooks.current_function())
+            return pre(hook_self, *args, **kwargs)
 
         def timed_post(hook_self, rv, *args, **kwargs):
             start = time.perf_counter()
@@ -203,6 +241,10 @@ lambda: False))
                 return post(hook_self, rv, *args, **kwargs)
             finally:
                 self.hook_seconds.append(time.perf_counter() - start)
+                self.running.remove(hooks.current_function())
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.hook.BindNumaAffinityHook.pre',
+            counted_pre))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.nova.hook.BindNumaAffinityHook.post',
             timed_post))
@@ -267,7 +309,10 @@ lambda: False))
             before = len(self.agent.requests) if self.ACTIVE else 0
             old = state['server']
             src = self.host_of(self._show_server(old)) if old else None
+            self.migrations_before = (
+                self._migration_states(old) if old else {})
             server = action()
+            self.migrations_before = None
             if server is None:
                 server = dict(old, status='DELETED')
             else:
@@ -350,12 +395,99 @@ lambda: False))
         return self._wait_for_state_change(server, 'ACTIVE')
 
     def _live_migrate_to(self, server, host):
-        # nova 29's _live_migrate takes no host (nova 33's does).
+        # nova 29's _live_migrate takes no host (nova 33's does). nova's
+        # waits for any record of the server in 'completed' (the
+        # evacuation's is) and for ACTIVE, which the server stays while
+        # it migrates: this one waits for the live migration's own.
+        before = self._migration_states(server)
         self.api.post_server_action(
             server['id'],
             {'os-migrateLive': {'host': host, 'block_migration': 'auto'}})
-        self._wait_for_migration_status(server, ['completed'])
+        self._wait_for_migration_status(server, ['completed'],
+                                        since=before, kind='live-migration')
+        return self._wait_for_server_parameter(server, {
+            'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': host,
+            'OS-EXT-STS:task_state': None})
+
+    def _confirm_resize(self, server):
+        # nova's waits for ACTIVE, then for a confirmResize action's
+        # event: the first confirmation's satisfies the second's.
+        before = self._migration_states(server)
+        self.api.post_server_action(server['id'], {'confirmResize': None})
+        self._wait_for_migration_status(server, ['confirmed'], since=before)
         return self._wait_for_state_change(server, 'ACTIVE')
+
+    # -- waits: on the step's own operation, bounds for a loaded host ----
+
+    def _wait_until(self, what, probe):
+        """``probe()``'s first true value within ``LOADED_WAIT``; else
+        fails saying ``what()``."""
+        deadline = time.monotonic() + LOADED_WAIT
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.fail('waited %d s for %s' % (LOADED_WAIT, what()))
+            time.sleep(POLL)
+
+    def _migration_states(self, server):
+        """The server's migration records now, {id: status}."""
+        return {m['id']: m['status'] for m in self.api.get_migrations()
+                if m['instance_uuid'] == server['id']}
+
+    def _wait_for_migration_status(self, server, expected_statuses,
+                                   since=None, kind=None):
+        """The record the operation made or moved reaching one of
+        ``expected_statuses``: one not in ``since`` ({id: status} before
+        the operation; the step's by default) or in another status since,
+        of migration type ``kind`` if given. nova's helper of this name
+        (used by its ``_revert_resize`` and ``_evacuate_server``) takes
+        any record of the server, however old. A record of the operation
+        in error fails at once."""
+        if since is None:
+            since = self.migrations_before
+        self.assertIsNotNone(since, 'no record of the migrations before')
+        statuses = [s.lower() for s in expected_statuses]
+        seen = []
+
+        def own():
+            seen[:] = []
+            for m in self.api.get_migrations():
+                if (m['instance_uuid'] != server['id']
+                        or since.get(m['id']) == m['status']
+                        or kind not in (None, m['migration_type'])):
+                    continue
+                status = m['status'].lower()
+                if status in MIGRATION_FAILED:
+                    self.fail('migration %s of %s is %s'
+                              % (m['id'], server['id'], status))
+                if status in statuses:
+                    return m
+                seen.append((m['id'], m['migration_type'], status))
+            return None
+        return self._wait_until(
+            lambda: '%s migration of %s in %s; its records: %s' % (
+                kind or 'a', server['id'], statuses, seen), own)
+
+    def _wait_for_server_parameter(self, server, expected_params,
+                                   max_retries=10, *args, **kwargs):
+        # Every wait of nova's helpers for the server's state comes
+        # here: nova's 10 tries of 0.5 s become LOADED_WAIT.
+        return super()._wait_for_server_parameter(
+            server, expected_params,
+            max(max_retries, int(LOADED_WAIT / 0.5)), *args, **kwargs)
+
+    def _wait_until_deleted(self, server):
+        # nova's gives up after 20 s.
+        def gone():
+            try:
+                now = self.api.get_server(server['id'])
+            except client.OpenStackApiNotFoundException:
+                return True
+            self.assertNotEqual('ERROR', now['status'], now)
+            return False
+        self._wait_until(lambda: 'server %s deleted' % server['id'], gone)
 
     def _pause_server(self, server):
         self.api.post_server_action(server['id'], {'pause': {}})
@@ -366,9 +498,12 @@ lambda: False))
         return self._wait_for_state_change(server, 'ACTIVE')
 
     def _settle(self):
-        """Every queued request served (the worker is ours, not nova's)."""
-        self.assertTrue(self.agent.coalescer.request('settle', wait=True,
-                                                     timeout=30))
+        """Every hooked method returned, so its request queued, and every
+        queued request served (the worker is ours, not nova's)."""
+        self._wait_until(lambda: 'the hooked methods %s to return'
+                         % self.running, lambda: not self.running)
+        self.assertTrue(self.agent.coalescer.request(
+            'settle', wait=True, timeout=LOADED_WAIT))
 
     def check_outcomes(self, results):
         got = [(label, status, host, mig) for label, status, host, mig, _

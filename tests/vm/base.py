@@ -41,6 +41,10 @@ resync_interval = 3600
 sweep_interval = 2
 """
 PREFIX = 'vmt-'
+# s: wait_for's bound. The VM's CPUs are qemu threads (TCG) on a host
+# that may be loaded: a unit's restart or a pass takes many times what
+# it takes on a quiet one.
+WAIT = 180
 PROBE = '/root/nph/tests/vm/probe.py'
 GUEST_XML = """<domain type='qemu'>
   <name>{name}</name>
@@ -200,7 +204,7 @@ class VMTestCase(testtools.TestCase):
         """{guest name: its entry in status --format json}."""
         return {g['name']: g for g in self.status(conf)['guests']}
 
-    def wait_for(self, what, probe, timeout=60, interval=0.5):
+    def wait_for(self, what, probe, timeout=WAIT, interval=0.5):
         """Poll ``probe()`` until it returns something true; its value.
         A failure names ``what`` and the last value seen."""
         deadline = time.monotonic() + timeout

@@ -147,8 +147,7 @@ class TestInterrupts(base.VMTestCase):
                 else None
         try:
             return self.wait_for('irqbalance banning %s'
-                                 % cpuset.format(held), covered,
-                                 timeout=60)
+                                 % cpuset.format(held), covered)
         except self.failureException as exc:
             self.fail('%s; the agent\'s irqbalance record: %r'
                       % (exc, self.state().get('irqbalance')))
@@ -159,7 +158,7 @@ class TestInterrupts(base.VMTestCase):
         ``setup`` with the list it was given until its next rescan (CI
         once read '4-5' right after undo): up to two of its 10 s cycles."""
         self.wait_for('irqbalance banning %r again' % banned, lambda: (
-            self.probe(banned=True)['banned'] == banned), timeout=60)
+            self.probe(banned=True)['banned'] == banned))
 
     def follow_the_pins(self, irqbalance):
         a = self.create_guest('irq-a', 2, node=1)
@@ -185,7 +184,7 @@ class TestInterrupts(base.VMTestCase):
                  'watch'])
         view, st = self.wait_for('virtio interrupts off CPUs %s'
                                  % cpuset.format(held),
-                                 lambda: self.off(held), timeout=120)
+                                 lambda: self.off(held))
         refused = st['interrupts'].get('refused', {})
         # The test shows something: a virtio interrupt that was delivered
         # on a one-to-one CPU before is delivered elsewhere now.
@@ -225,8 +224,7 @@ class TestInterrupts(base.VMTestCase):
                     for n, i in virtio.items()):
                 return None
             return view
-        view = self.wait_for('interrupts back with node range', back,
-                             timeout=120)
+        view = self.wait_for('interrupts back with node range', back)
         self.figures['node_range'] = view
         if irqbalance:
             self.wait_banned(before['banned'])
@@ -239,7 +237,7 @@ class TestInterrupts(base.VMTestCase):
         held = self.held(a)
         view, _ = self.wait_for('virtio interrupts off CPUs %s again'
                                 % cpuset.format(held),
-                                lambda: self.off(held), timeout=120)
+                                lambda: self.off(held))
         self.figures['one_to_one_again'] = {'held': cpuset.format(held),
                                             'view': view}
 

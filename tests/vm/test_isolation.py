@@ -97,7 +97,7 @@ class TestIsolation(base.VMTestCase):
         before = self.processes('virtlogd')['virtlogd']['pid']
         self.sh(['systemctl', 'restart', 'virtlogd'])
         after = self.wait_for('virtlogd running again', lambda: (
-            self.processes('virtlogd')['virtlogd']), timeout=30)
+            self.processes('virtlogd')['virtlogd']))
         self.assertNotEqual(before, after['pid'])
         self.assertEqual(RESERVED, after['allowed'])
 
@@ -131,7 +131,7 @@ class TestIsolation(base.VMTestCase):
             self.sh(['kill', '-CONT', pid])
         self.wait_for('system.slice confined again', lambda: (
             self.slice_cpus('system.slice') == RESERVED and
-            self.daemons()['dbus-daemon'] == RESERVED), timeout=60)
+            self.daemons()['dbus-daemon'] == RESERVED))
         # Stopping the service leaves the host confined, exit 0.
         self.sh(['systemctl', 'stop', UNIT])
         self.assertEqual(

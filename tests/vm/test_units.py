@@ -38,8 +38,7 @@ class TestAgentUnit(base.VMTestCase):
             'ActiveState')['ActiveState'] == 'active')
         # Its first pass (a resync) has run once the journal says so.
         self.wait_for('the first pass', lambda: 'rebinding pass' in self.sh(
-            ['journalctl', '-u', UNIT, '--no-pager', '-o', 'cat']).out,
-            timeout=120)
+            ['journalctl', '-u', UNIT, '--no-pager', '-o', 'cat']).out)
 
         # A guest created behind its back is pinned from libvirt's
         # events, not only by a resync.
@@ -51,7 +50,7 @@ class TestAgentUnit(base.VMTestCase):
             cpus = [cpuset.parse(a) for a in vcpus.values()]
             return all(len(c) == 1 and c <= machine.NODES[1]
                        for c in cpus) and vcpus
-        self.wait_for('the new guest pinned one-to-one', pinned, timeout=60)
+        self.wait_for('the new guest pinned one-to-one', pinned)
         latency = time.monotonic() - created
         # The pass logs its line after its last write, and journald
         # stores it a little later again: on a busy machine the pins
@@ -61,8 +60,7 @@ class TestAgentUnit(base.VMTestCase):
                             'cat']).out
         try:
             self.wait_for('the pass in the journal', lambda: (
-                '1 guests, 1 compared, 3 changes, 3 applied' in journal()),
-                timeout=60)
+                '1 guests, 1 compared, 3 changes, 3 applied' in journal()))
         except self.failureException:
             self.addDetail('journal', content.text_content(journal()))
             raise
@@ -77,7 +75,7 @@ class TestAgentUnit(base.VMTestCase):
             now = self.show('MainPID', 'ActiveState', 'NRestarts')
             return now['ActiveState'] == 'active' and \
                 now['NRestarts'] == '1' and now['MainPID'] not in ('0', first)
-        self.wait_for('a new agent process', restarted, timeout=60)
+        self.wait_for('a new agent process', restarted)
 
         # Stopped: exit 0, and no pass lock left held.
         self.sh(['systemctl', 'stop', UNIT])

@@ -84,11 +84,16 @@ reboot_host() {  # N: what a power cut and a boot do to compute N
     local n=$1 f pid
     stop_compute "$n" --kill
     # The guests die with the host, where they run.
+    local st
     for f in "$(host_dir "$n")"/run/libvirt/qemu/*.pid; do
         [ -f "$f" ] || continue
         pid=$(cat "$f" 2>/dev/null) || continue  # gone meanwhile
         if [ -n "$pid" ] && grep -q qemu "/proc/$pid/cmdline" 2>/dev/null; then
+            st=$(started "$pid")
             kill -KILL "$pid" 2>/dev/null || log "qemu $pid ended before its kill"
+            # Dead before the host comes back: a libvirtd started while
+            # it dies would find it running, then lose it.
+            wait_gone "$pid" "$st" 60 || die "qemu $pid still runs 60 s after SIGKILL"
         fi
     done
     stop_host "$n"
@@ -106,26 +111,36 @@ compute_running() {  # N: its nova-compute, a process or a container
     fi
 }
 
-stop_compute() {  # N [--kill]: TERM (KILL after 5 s), or KILL at once
+stop_compute() {  # N [--kill]: TERM (KILL after 5 s), or KILL at once;
+                  # returns once it has ended and RabbitMQ has dropped its
+                  # consumer (wait_rpc_servers then sees the next one's)
     if in_kolla "$1"; then
         if [ "${2:-}" = --kill ]; then
             podman kill -s KILL "${KOLLA_PREFIX}nova_compute" >/dev/null 2>&1 || true  # not running
         fi
         kolla_compute stop compute
     elif [ "${2:-}" = --kill ]; then
-        local pid
+        local pid st
         if pid=$(pid_of "nova-compute$1"); then
+            st=$(started "$pid")
             kill -KILL -- "-$pid" 2>/dev/null || true  # it ended meanwhile
+            wait_gone "$pid" "$st" 60 || die "nova-compute$1 ($pid) still runs 60 s after SIGKILL"
         fi
         rm -f "$RUN/nova-compute$1.pid"
     else
         stop_proc "nova-compute$1" 5
     fi
+    local queue=compute.${HOSTS[$(($1 - 1))]} deadline=$(( $(date +%s) + 120 )) n
+    until n=$(queue_consumers "$queue") && [ "$n" = 0 ]; do
+        [ "$(date +%s)" -lt "$deadline" ] \
+            || die "RabbitMQ still counts ${n:-unknown} consumers on $queue 120 s after nova-compute$1 ended"
+        sleep 0.5
+    done
 }
 
 wait_computes() {  # both nova-compute services up, both hosts in a cell
     "$py" "$top/tools/cloud_setup.py" --password "$PASS" --state "$STATE" \
-        --wait-computes "${HOSTS[*]}" >> "$LOG/bootstrap.log" 2>&1 \
+        --wait-computes "${HOSTS[*]}" --seconds "$COMPUTE_START" >> "$LOG/bootstrap.log" 2>&1 \
         || die "the nova-computes did not come up (see $LOG/nova-compute1.log, $LOG/bootstrap.log)"
     wait_rpc_servers
 }
@@ -136,15 +151,16 @@ wait_computes() {  # both nova-compute services up, both hosts in a cell
 # a host during its init_host is set to ERROR by it (BUILDING at start-up
 # means "failed to spawn") and then built by the RPC that follows: seen
 # as ERROR with no fault, then ACTIVE.
+# The consumer counted is the new process's: stop_compute returned only
+# once RabbitMQ had dropped the old one's.
 wait_rpc_servers() {
-    local n deadline=$(( $(date +%s) + 180 )) queue
+    local n deadline=$(( $(date +%s) + COMPUTE_START )) queue c
     for n in "${started_computes[@]}"; do
         queue=compute.${HOSTS[$((n - 1))]}
-        until timeout 30 rabbitmqctl -q -n rabbit@localhost list_queues name consumers 2>/dev/null \
-                | awk -v q="$queue" '$1 == q && $2 > 0 { found = 1 } END { exit !found }'; do
+        until c=$(queue_consumers "$queue") && [ "$c" -gt 0 ]; do
             compute_running "$n" || die "nova-compute$n exited (see $LOG/nova-compute$n.log)"
             [ "$(date +%s)" -lt "$deadline" ] \
-                || die "nova-compute$n did not start its RPC server in 180 s (see $LOG/nova-compute$n.log)"
+                || die "nova-compute$n did not start its RPC server in $COMPUTE_START s (see $LOG/nova-compute$n.log)"
             sleep 0.5
         done
     done

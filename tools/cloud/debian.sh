@@ -75,6 +75,14 @@ start_rabbitmq() {
     }
 }
 
+queue_consumers() {  # QUEUE: the consumers RabbitMQ counts on it (0: none,
+                     # or no such queue); fails when RabbitMQ does not answer
+    local out
+    out=$(timeout 30 rabbitmqctl -q -n rabbit@localhost list_queues name consumers 2>/dev/null) \
+        || return 1
+    awk -v q="$1" '$1 == q { n = $2 } END { print n + 0 }' <<<"$out"
+}
+
 control() {  # stop|start rabbitmq|mariadb: the control plane failing
     case "$1 $2" in
         "stop rabbitmq") rabbitmqctl -q -n rabbit@localhost stop_app ;;

@@ -62,7 +62,10 @@ start_libvirtd() {  # N
     local uri="qemu+tcp://${HOST_IPS[$(($1 - 1))]}:$port/system"
     if in_kolla "$n"; then start_kolla_libvirtd; return; fi
     dir=$(host_dir "$n")
-    if alive "libvirtd$n" && timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1; then
+    # A libvirtd that answers stays (with it, its guests' monitors). Not
+    # answering within the bound is taken for hung, and restarted: the
+    # bound is a loaded host's, not a quiet one's.
+    if alive "libvirtd$n" && timeout "$VIRSH_PROBE" virsh -q -c "$uri" version >/dev/null 2>&1; then
         return 0
     fi
     # What a libvirtd killed alone leaves: its virtlogd holding its pid
@@ -140,19 +143,27 @@ EOF
         "
     ' </dev/null >>"$LOG/libvirtd$n.log" 2>&1 &
     record "libvirtd$n" $!
-    for _ in $(seq 100); do
-        timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1 && return 0
+    local deadline=$(( $(date +%s) + DAEMON_START ))
+    until timeout "$VIRSH_PROBE" virsh -q -c "$uri" version >/dev/null 2>&1; do
+        alive "libvirtd$n" || die "libvirtd of $name exited (see $LOG/libvirtd$n.log)"
+        [ "$(date +%s)" -lt "$deadline" ] \
+            || die "libvirtd of $name does not answer on port $port in $DAEMON_START s (see $LOG/libvirtd$n.log)"
         sleep 0.2
     done
-    die "libvirtd of $name does not answer on port $port (see $LOG/libvirtd$n.log)"
 }
 
-stop_daemon() {  # N NAME PIDFILE: a host's daemon, by its pid file
-    local pid
+stop_daemon() {  # N NAME PIDFILE: a host's daemon, by its pid file;
+                 # returns once it has ended (the next start takes its
+                 # pid file and address)
+    local pid st
     pid=$(cat "$(host_dir "$1")/run/$3" 2>/dev/null || true)  # none: not running
     if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]; then
+        st=$(started "$pid")
         kill "$pid" 2>/dev/null || true  # it ended meanwhile
-        for _ in $(seq 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+        if ! wait_gone "$pid" "$st" 30; then
+            kill -KILL "$pid" 2>/dev/null || true  # it ended meanwhile
+            wait_gone "$pid" "$st" 60 || die "$2 of host $1 ($pid) still runs 60 s after SIGKILL"
+        fi
     fi
 }
 

@@ -48,7 +48,7 @@ start_kolla_libvirtd() {
     sshd=$(cat "$dir/run/sshd-nph.pid" 2>/dev/null || true)  # none: not running
     if [ "$(podman container inspect -f '{{.State.Running}}' \
             "${KOLLA_PREFIX}nova_libvirt" 2>/dev/null)" = true ] \
-       && timeout 5 virsh -q -c "$uri" version >/dev/null 2>&1 \
+       && timeout "$VIRSH_PROBE" virsh -q -c "$uri" version >/dev/null 2>&1 \
        && [ -n "$sshd" ] && [ "$(cat "/proc/$sshd/comm" 2>/dev/null)" = sshd ]; then
         return 0
     fi

@@ -69,15 +69,22 @@ start_nova_services() {
         --log-file "$LOG/nova-scheduler.log"
 }
 
-restart_scheduler() {  # and wait until it consumes its RPC queue again
-    local deadline=$(( $(date +%s) + 120 ))
+restart_scheduler() {  # and wait until the new one consumes its RPC queue
+    local deadline=$(( $(date +%s) + 120 )) n
     stop_proc nova-scheduler
+    # The old one's consumer gone first: the wait below is for the new
+    # one's, not satisfied by what RabbitMQ has not dropped yet.
+    until n=$(queue_consumers scheduler) && [ "$n" = 0 ]; do
+        [ "$(date +%s)" -lt "$deadline" ] \
+            || die "RabbitMQ still counts ${n:-unknown} consumers on scheduler 120 s after nova-scheduler ended"
+        sleep 0.5
+    done
+    deadline=$(( $(date +%s) + DAEMON_START ))
     start_nova_services
-    until timeout 30 rabbitmqctl -q -n rabbit@localhost list_consumers 2>/dev/null \
-            | awk '$1 == "scheduler" { found = 1 } END { exit !found }'; do
+    until n=$(queue_consumers scheduler) && [ "$n" -gt 0 ]; do
         alive nova-scheduler || die "nova-scheduler exited (see $LOG/nova-scheduler.log)"
         [ "$(date +%s)" -lt "$deadline" ] \
-            || die "nova-scheduler did not consume its queue in 120 s (see $LOG/nova-scheduler.log)"
+            || die "nova-scheduler did not consume its queue in $DAEMON_START s (see $LOG/nova-scheduler.log)"
         sleep 0.5
     done
 }

@@ -17,7 +17,9 @@
 #   log a process) directories; a daemon they start holds no descriptor
 #   of the caller's but its standard input, output and error. A pid file holds the pid and its start
 #   time: pids wrap, and a reused pid must never be taken (and killed)
-#   for one of ours.
+#   for one of ours. A zombie is no running process. stop_proc returns
+#   once the process has ended, never while it may still hold what its
+#   successor needs.
 tool_name=${tool_name:-$(basename "$0")}  # die's prefix: "cloud.sh"
 log_tag=${log_tag:-${tool_name%.sh}}  # log's prefix: "cloud"
 log_fd=${log_fd:-1}
@@ -42,6 +44,23 @@ started() {  # PID: its start time, from /proc/PID/stat (after the comm)
     sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'
 }
 
+running() {  # PID START: that process (by its start time) runs: not
+             # ended, not a zombie (one nobody has reaped yet has ended)
+    local state st
+    read -r state st < <(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null \
+                         | awk '{print $1, $20}') || return 1
+    [ "$st" = "$2" ] && [ "$state" != Z ]
+}
+
+wait_gone() {  # PID START SECONDS: until that process ended; 1 if it
+               # still runs after SECONDS
+    local deadline=$(( $(date +%s) + $3 ))
+    while running "$1" "$2"; do
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
 record() {  # NAME PID
     echo "$2 $(started "$2")" > "$RUN/$1.pid"
 }
@@ -49,7 +68,7 @@ record() {  # NAME PID
 pid_of() {  # NAME: the recorded pid, if that process still runs
     local pid st
     { read -r pid st < "$RUN/$1.pid"; } 2>/dev/null || return 1
-    [ -n "$pid" ] && [ -n "$st" ] && [ "$(started "$pid")" = "$st" ] || return 1
+    [ -n "$pid" ] && [ -n "$st" ] && running "$pid" "$st" || return 1
     echo "$pid"
 }
 
@@ -75,15 +94,21 @@ spawn() {  # NAME CMD...: start CMD in the background, detached, logged
 }
 
 stop_proc() {  # NAME [SECONDS]: TERM, then KILL after SECONDS (nova-compute
-               # may not exit on TERM at all)
-    local name=$1 wait=${2:-10} pid
+               # may not exit on TERM at all); returns once it has ended:
+               # a start straight after must not meet the old process
+               # (its pid file, socket, port or RPC consumer)
+    local name=$1 wait=${2:-10} pid st
     if pid=$(pid_of "$name"); then
+        st=$(started "$pid")
         kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true  # it ended meanwhile
-        for _ in $(seq $((wait * 5))); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true  # it ended meanwhile
+        wait_gone "$pid" "$st" "$wait" || true  # it did not: KILL, below
+        # Its group too: what it started and left (uwsgi's workers).
+        kill -KILL -- "-$pid" 2>/dev/null || true  # no group left
+        if running "$pid" "$st"; then
+            kill -KILL "$pid" 2>/dev/null || true  # it ended meanwhile
+        fi
+        # SIGKILL takes effect when the process next leaves the kernel.
+        wait_gone "$pid" "$st" 60 || die "$name ($pid) still runs 60 s after SIGKILL"
     fi
     rm -f "$RUN/$name.pid"
 }

@@ -39,6 +39,9 @@ CPUSET = ROOT + '/cpuset'
 MEMORY = ROOT + '/memory'
 GROUP = 'nph-func-host'
 RESERVED = frozenset([0])
+# s: what a wait here may take on a loaded host (a Python agent's start,
+# a watcher's reaction); each returns as soon as it sees its event.
+WAIT = 60
 
 
 def _missing():
@@ -119,9 +122,11 @@ class IsolationTestCase(testtools.TestCase):
         proc = subprocess.Popen(['sh', '-c', script, 'daemon', path,
                                  program])
         self.procs.append(proc)
-        for _ in range(100):
-            if os.path.exists(path) and os.stat(path).st_mtime_ns != before:
-                break
+        # Its pid file written (a loaded host may take seconds to run sh).
+        deadline = time.monotonic() + WAIT
+        while not (os.path.exists(path) and
+                   os.stat(path).st_mtime_ns != before):
+            self.assertLess(time.monotonic(), deadline, 'no %s' % path)
             time.sleep(0.05)
         return proc.pid
 
@@ -131,7 +136,8 @@ class IsolationTestCase(testtools.TestCase):
         old.wait()
         return self.daemon(pidfile, rename)
 
-    def wait_allowed(self, pid, expected, seconds=10):
+    def wait_allowed(self, pid, expected, seconds=None):
+        seconds = WAIT if seconds is None else seconds
         end = time.monotonic() + seconds
         while allowed(pid) != expected and time.monotonic() < end:
             time.sleep(0.1)
@@ -188,7 +194,7 @@ class TestIsolation(IsolationTestCase):
         restarted = [self.restart('a.pid'),
                      self.restart('sub/b.pid', rename=True)]
         for pid in restarted:
-            self.wait_allowed(pid, RESERVED, seconds=5)
+            self.wait_allowed(pid, RESERVED)
         st = report.status(config.read(self.conf))
         self.assertEqual((2, 0), (st['confined'], st['not_confined']))
         stop.set()
@@ -283,9 +289,10 @@ class TestCommand(IsolationTestCase):
     def test_a_second_agent_is_refused(self):
         self.daemon('d.pid')
         first = self.cli('watch', background=True)
-        for _ in range(100):
-            if os.path.exists(self.state_file):
-                break
+        # The first holds the agent's lock once its state is written.
+        deadline = time.monotonic() + WAIT
+        while not os.path.exists(self.state_file):
+            self.assertLess(time.monotonic(), deadline, 'no first agent')
             time.sleep(0.1)
         second = self.cli('apply')
         self.assertEqual(1, second.returncode)

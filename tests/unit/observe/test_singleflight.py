@@ -81,7 +81,12 @@ class TestSingleFlight(testtools.TestCase):
         others = [threading.Thread(target=call) for _ in range(3)]
         for t in others:
             t.start()
-        time.sleep(0.2)  # they joined the call in flight
+        # They joined the call in flight (counted as they join, before
+        # they wait): not a fixed time, which a loaded host outlasts.
+        deadline = time.monotonic() + 60
+        while flight.shared < 3:
+            self.assertLess(time.monotonic(), deadline, flight.shared)
+            time.sleep(0.01)
         gate.set()
         for t in [first] + others:
             t.join(10)
@@ -97,7 +102,10 @@ class TestSingleFlight(testtools.TestCase):
         leader.start()
         self.addCleanup(leader.join, 10)
         self.addCleanup(gate.set)
-        time.sleep(0.1)
+        deadline = time.monotonic() + 60
+        while flight.calls < 1:  # the leader's call is in flight
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.01)
         start = time.monotonic()
         self.assertRaises(TimeoutError, flight.do, lambda: None)
         self.assertLess(time.monotonic() - start, 2)

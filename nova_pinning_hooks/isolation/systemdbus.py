@@ -27,7 +27,8 @@ asyncio's, python-dbus (libdbus) buffers up to 32 MiB a message and is
 in no nova series' upper-constraints, sd-bus has no Python binding there.
 So ``Bus`` reads the 16 bytes of the fixed header (the body's length,
 the header fields' length), then the header fields alone (at most
-``MAX_HEADER``; jeepney parses them), and decides from them; it reads a
+``MAX_HEADER``, else the message is skipped unread; jeepney parses
+them), and decides from them; it reads a
 body only for the awaited answer (at most ``MAX_ANSWER``) and parses it
 with jeepney only when its signature is the one expected (an error's
 when it starts with its message, ``s``). Anything else is skipped in
@@ -170,8 +171,9 @@ class _Frame(typing.NamedTuple):
     and its bytes up to the body (the body is read only for an
     answer)."""
 
-    header: typing.Any
+    header: typing.Any  # None: header fields beyond MAX_HEADER, unread
     head: bytes
+    unread: int = 0  # the bytes of the message after ``head``, unread
 
 
 class Bus:
@@ -255,17 +257,18 @@ class Bus:
         if order is None or head[3] != 1:
             raise _Garbled('not a D-Bus message (byte order %r, version '
                            '%d)' % (bytes(head[:1]), head[3]))
-        fields = struct.unpack(order + 'I', head[12:16])[0]
+        body, fields = struct.unpack(order + 'I4xI', head[4:16])
+        padded = fields + -(FIXED + fields) % 8
         if fields > MAX_HEADER:
-            raise _Garbled('a message whose header fields take %d bytes '
-                           '(at most %d)' % (fields, MAX_HEADER))
-        self._read(fields + -(FIXED + fields) % 8, end, cut, head)
+            # No answer of systemd's has such a header: not read.
+            return _Frame(None, bytes(head), padded + body)
+        self._read(padded, end, cut, head)
         try:
             header, _ = Header.from_buffer(bytes(head))
         except Exception as exc:
             raise _Garbled('a header that does not parse: %s'
                            % (str(exc) or type(exc).__name__)) from None
-        return _Frame(header, bytes(head))
+        return _Frame(header, bytes(head), body)
 
     def _exchange(self, msg: typing.Any, senders: tuple[str, ...],
                   deadline: typing.Optional[float]) -> _Frame:
@@ -289,26 +292,27 @@ class Bus:
             while True:
                 frame = self._frame(end, cut)
                 header = frame.header
-                why = _not_the_answer(header, serial, senders)
+                why = 'header fields beyond %d bytes' % MAX_HEADER \
+                    if header is None else \
+                    _not_the_answer(header, serial, senders)
                 if why is None:
-                    if header.body_length > MAX_ANSWER:
+                    if frame.unread > MAX_ANSWER:
                         raise _Garbled('an answer of %d bytes (at most %d)'
-                                       % (header.body_length, MAX_ANSWER))
+                                       % (frame.unread, MAX_ANSWER))
                     body = bytearray(frame.head)
-                    self._read(header.body_length, end, cut, body)
+                    self._read(frame.unread, end, cut, body)
                     return _Frame(header, bytes(body))
-                dropped += len(frame.head) + header.body_length
+                dropped += len(frame.head) + frame.unread
                 if dropped > MAX_DROPPED:
                     raise _Flooded(
                         'dropped more than %d bytes of messages that were '
                         'not its answer (another peer floods the '
                         'connection)' % MAX_DROPPED)
-                self._read(header.body_length, end, cut)
+                self._read(frame.unread, end, cut)
                 self.ignored += 1
-                fields = header.fields
-                LOG.debug('isolation: D-Bus: ignored a %s of %d bytes from '
-                          '%s: %s', header.message_type.name,
-                          header.body_length,
+                fields = {} if header is None else header.fields
+                LOG.debug('isolation: D-Bus: ignored a message of %d bytes '
+                          'from %s: %s', len(frame.head) + frame.unread,
                           fields.get(HeaderFields.sender), why)
                 if fields.get(HeaderFields.reply_serial) == serial:
                     forged.append(str(fields.get(HeaderFields.sender)))

@@ -886,6 +886,17 @@ class TestWhatTheBusDelivers(BusCase):
         self.assertEqual(3 * 8, bus.ignored)
         self.assertEqual(1, daemon.connections)
 
+    def test_a_signal_with_a_huge_header_is_skipped(self):
+        # A path of 100 KiB: header fields beyond MAX_HEADER, skipped
+        # unread like any other message that is not the answer.
+        msg = jeepney.new_signal(jeepney.DBusAddress(
+            '/x' * 50000, interface='org.example.Forger'), 'Forged')
+        msg.header.fields[jeepney.HeaderFields.sender] = ATTACKER
+        daemon = self.daemon(unit_path, forge=lambda m: [msg])
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual((3, 1), (bus.ignored, daemon.connections))
+
     def test_a_flood_beyond_the_cap_drops_the_connection(self):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.isolation.systemdbus.MAX_DROPPED', 1 << 20))

@@ -389,9 +389,11 @@ isolation_opts = [
     FloatOpt('status_timeout', default=5.0, min=0.1, max=MAX_SECONDS,
              help='Seconds "nova-pinning-isolate status", and the agent '
                   'at each sweep for the status it publishes, may spend '
-                  'asking systemd about the units in all: once systemd '
-                  'did not answer in time, the units not asked yet are '
-                  'reported unknown at once. The metrics and '
+                  'asking systemd about one unit: once systemd did not '
+                  'answer for one in time, the units not asked yet are '
+                  'reported unknown at once. A hung systemd costs one '
+                  'such bound; a slow one that answers, at most this '
+                  'much a unit (4 units by default). The metrics and '
                   'nova-compute never ask systemd: they read the status '
                   'the agent publishes beside its state file.'),
     cfg.ListOpt('slices', default=['system.slice', 'user.slice',

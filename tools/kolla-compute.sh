@@ -203,25 +203,28 @@ isolate_conf=/etc/nova-pinning-hooks/${NPH_KOLLA_ISOLATE_CONF:-nova-pinning-hook
 # container engine's socket is there: host root through its API).
 least=(--cap-drop ALL --security-opt no-new-privileges --read-only
        --network none)
-# deploy.rst's isolation agent: the host's PID and cgroup namespaces; it
-# moves host processes between cgroups (the cgroup tree, writable) and
-# sets threads' affinity back at undo (CAP_SYS_NICE: the kernel asks it
-# to move a process with capabilities it lacks, and to set another
-# user's affinity); on cgroup v1 it makes its group at the root of the
-# cpuset (and memory) hierarchy, a directory of mode 0555 even to root
-# (CAP_DAC_OVERRIDE; on a systemd host systemd makes the cgroups); it
+# deploy.rst's isolation agent: the host's PID and cgroup namespaces,
+# the cgroup tree read-only (on a systemd host systemd sets AllowedCPUs=,
+# asked over the bus); on cgroup v1 only (issue 48, R5-L1) it moves host
+# processes between cgroups itself (the tree, writable), sets threads'
+# affinity back at undo (CAP_SYS_NICE: the kernel asks it to move a
+# process with capabilities it lacks, and to set another user's
+# affinity) and makes its group at the root of the cpuset (and memory)
+# hierarchy, a directory of mode 0555 even to root (CAP_DAC_OVERRIDE); it
 # writes interrupts' affinity (/proc/irq, which podman makes read-only:
 # unmasked) and the unbound workqueues' cpumask; it reads libvirt's qemu
 # pid files (which CPUs are one-to-one) and the state directory (its own
 # state, nova's overcommit file); the host's system bus where systemd
 # runs (AllowedCPUs= over D-Bus).
-isolate_caps=(--cap-add SYS_NICE)
+isolate_v1=()
+cgroup_tree=/sys/fs/cgroup:/sys/fs/cgroup:ro
 if [ -e /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
-    isolate_caps+=(--cap-add DAC_OVERRIDE)
+    isolate_v1=(--cap-add SYS_NICE --cap-add DAC_OVERRIDE)
+    cgroup_tree=/sys/fs/cgroup:/sys/fs/cgroup
 fi
-isolate_opts=("${least[@]}" "${isolate_caps[@]}" --pid host --cgroupns host
+isolate_opts=("${least[@]}" "${isolate_v1[@]}" --pid host --cgroupns host
               --security-opt unmask=/proc/irq
-              -v /sys/fs/cgroup:/sys/fs/cgroup
+              -v "$cgroup_tree"
               -v /sys/devices/virtual/workqueue:/sys/devices/virtual/workqueue
               -v "$dir/run/libvirt/qemu:/run/libvirt/qemu:ro"
               "${extra[@]}"

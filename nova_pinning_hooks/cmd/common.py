@@ -368,13 +368,39 @@ def validate_options(conf: cfg.ConfigOpts) -> None:
         raise UsageError(problems[0])
 
 
-def setup_logging(conf: cfg.ConfigOpts, prog: str) -> None:
-    """oslo.log's set-up; without ``--debug`` no log record prints a
-    traceback: its exception is appended to its one line instead."""
+# oslo.log's options that send log records elsewhere than stderr, and
+# the values that keep them there. A command run as root with
+# nova.conf (``nova-pinning-status upgrade check``, ``nova-pinning
+# status``, as the docs say) opened nova's ``log_dir`` (the nova
+# user's: kolla's /var/log/kolla/nova) with O_APPEND|O_CREAT,
+# following links planted there, and ``log_config_append`` names any
+# handler at all (issue 48, R5-M2). Set whatever the files or the
+# command line say: the commands log to stderr, as documented.
+NO_LOG_FILES = {'log_config_append': None, 'log_file': None,
+                'log_dir': None, 'watch_log_file': False,
+                'use_syslog': False, 'use_journal': False,
+                'use_eventlog': False, 'publish_errors': False}
+STDERR_ONLY = dict(NO_LOG_FILES, use_stderr=True)
+
+
+def setup_logging(conf: cfg.ConfigOpts, prog: str,
+                  nova_worker: bool = False) -> None:
+    """oslo.log's set-up, to stderr alone (``STDERR_ONLY``). Not for
+    nova-compute's pass worker (``nova_worker``), which logs where
+    nova's configuration says, as nova-compute does: its files when it
+    runs as the nova user (its own), never as root (``NO_LOG_FILES``:
+    standard output or error then, as configured). Without ``--debug``
+    no log record prints a traceback: its exception is appended to its
+    one line instead."""
     import logging as std_logging
 
     from oslo_log import log as logging
 
+    overrides = {} if nova_worker and os.geteuid() != 0 else (
+        NO_LOG_FILES if nova_worker else STDERR_ONLY)
+    for name, value in overrides.items():
+        if name in conf:
+            conf.set_override(name, value)
     logging.setup(conf, prog)
     if not conf.debug:
         for handler in std_logging.getLogger().handlers:

@@ -7,10 +7,12 @@
 
 Exit status: 0 done; 1 failed (cgroupfs or systemctl refused, another
 agent holds the lock, undo incomplete, ``status`` could not learn
-what systemd or cgroupfs has: it prints what it knows, then one line on
+what systemd or cgroupfs has, or the state is unknown, or applied while
+the configuration is refused: it prints what it knows, then one line on
 stderr); 2 configuration refused (one message on stderr, nothing
-changed). ``status`` asks systemd under one total deadline
-(``[nova_pinning_isolation] status_timeout``) and shows the status the
+changed). ``status`` asks systemd each unit within one bound
+(``[nova_pinning_isolation] status_timeout``), none after one that was
+not answered in time, and shows the status the
 agent last published (its age). ``undo`` and ``status`` work when
 the isolation settings are refused (``reserved_cpus`` unset, say): they
 read the state file. A configuration file with a value of the wrong type
@@ -171,8 +173,15 @@ AGENT_KEYS = ('state', 'earlier_boot', 'error', 'why', 'status_written',
 
 
 def _unknown(st: dict[str, typing.Any]) -> typing.Optional[str]:
-    """Why ``st`` says less than it should (the backend not read, or
-    some units not), or None."""
+    """Why ``st`` says less than it should (the state not read, the
+    backend not asked or not read, or some units not), or None."""
+    if st.get('state') == 'unknown':
+        return 'isolation state unknown: %s' % st.get('error')
+    if st.get('state') == 'applied' and 'mode' not in st:
+        # Applied, but the configuration is refused (no systemctl and no
+        # bus, say): nothing of the host was asked.
+        return 'isolation is applied, but the host was not asked: %s' % (
+            st.get('why') or 'no backend')
     if st.get('backend_error'):
         return str(st['backend_error'])
     slices = st.get('slices')

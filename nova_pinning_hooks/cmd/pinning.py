@@ -215,7 +215,8 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
         common.validate_options(conf)
     except UsageError as exc:
         return common.error(PROG, exc, common.EXIT_USAGE)
-    common.setup_logging(conf, PROG)
+    common.setup_logging(conf, PROG, nova_worker=bool(
+        getattr(conf.command, 'requests_on_stdin', False)))
     if conf.command.func is not cmd_plan:  # planning needs no libvirt
         from nova_pinning_hooks.host import libvirtapi
         try:

@@ -20,7 +20,7 @@ the agent that holds everything:
 * ``isolator``: apply, sweep and the ``watch`` loop;
 * ``restore``: ``undo``;
 * ``report``: ``status`` (``report.status(options)`` asks the backend,
-  under one deadline, for ``nova-pinning-isolate status``;
+  each unit within one bound, for ``nova-pinning-isolate status``;
   ``report.published(options)`` is what the agent published, which the
   metrics, nova-compute and ``nova-pinning status`` show);
 * ``statusfile``: the status the agent publishes after every sweep,

@@ -26,13 +26,15 @@ class Backend(typing.Protocol):
     def record(self) -> dict[str, typing.Any]:
         """What the state file keeps to undo this backend's changes."""
 
-    def ensure(self) -> None:
-        """Make the confinement exist as configured (idempotent)."""
+    def ensure(self, deadline: typing.Optional[float] = None) -> None:
+        """Make the confinement exist as configured (idempotent),
+        asking nothing after ``deadline`` (a ``time.monotonic()``
+        time)."""
 
-    def status(self, deadline: typing.Optional[float] = None
+    def status(self, timeout: typing.Optional[float] = None
                ) -> dict[str, typing.Any]:
-        """What ``status`` shows of it (never raises), asking nothing
-        after ``deadline`` (a ``time.monotonic()`` time)."""
+        """What ``status`` shows of it (never raises), each unit asked
+        within ``timeout`` seconds, none after one that was not."""
 
 
 def backend_for(settings: config.Settings) -> Backend:

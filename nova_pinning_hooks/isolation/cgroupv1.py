@@ -115,8 +115,9 @@ class CgroupV1:
                 'memory_root': self.memory_root, 'group': self.group,
                 'created': created, 'previous': previous}
 
-    def ensure(self) -> None:
-        """Create the group(s) with the reserved CPUs (idempotent)."""
+    def ensure(self, deadline: typing.Optional[float] = None) -> None:
+        """Create the group(s) with the reserved CPUs (idempotent;
+        cgroupfs writes: ``deadline`` is not needed)."""
         try:
             os.makedirs(self.dir, mode=0o755, exist_ok=True)
             mems = (cpuset.format(self.mems) if self.mems else
@@ -244,9 +245,9 @@ class CgroupV1:
                          origin: typing.Optional[str]) -> bool:
         return self._join(self._dir_or_root(self.memory_root, origin), pid)
 
-    def status(self, deadline: typing.Optional[float] = None
+    def status(self, timeout: typing.Optional[float] = None
                ) -> dict[str, typing.Any]:
-        """The group as the kernel has it (cgroupfs reads: ``deadline``
+        """The group as the kernel has it (cgroupfs reads: ``timeout``
         is not needed)."""
         exists = os.path.isdir(self.dir)
         cpus = None

@@ -63,6 +63,9 @@ from nova_pinning_hooks.isolation import statusfile
 
 LOG = logging.getLogger(__name__)
 WAIT = 0.5  # seconds the watch loop waits for pid-file events at a time
+# Seconds one ensure() (a check of the units, and their repair) may ask
+# systemd in all: one systemctl's own bound.
+ENSURE_TIMEOUT = 60.0
 
 
 class _NoWatcher:
@@ -152,7 +155,7 @@ class Isolator:
         st['boot_id'] = state.boot_id(self.proc)
         state.save(s.state_file, st)  # before the first change
         self.state = st
-        self.backend.ensure()
+        self.backend.ensure(self._ensure_deadline())
         moved = self.sweep() if self.backend.moves_processes else 0
         self.follow_pins()
         self.publish()
@@ -355,7 +358,7 @@ class Isolator:
                 return
             try:
                 if self.may_confine():
-                    self.backend.ensure()
+                    self.backend.ensure(self._ensure_deadline())
             except BackendError as exc:
                 LOG.error('isolation: %s', exc)
             except Exception:
@@ -366,6 +369,13 @@ class Isolator:
                               self.settings.sweep_interval)
             self.follow_pins()
             self.publish()
+
+    @staticmethod
+    def _ensure_deadline() -> float:
+        """When one ``ensure`` must have ended: every question it asks
+        systemd keeps its own bound too (issue 48, R5-M1: a sweep of
+        ``watch`` asked without a deadline)."""
+        return time.monotonic() + ENSURE_TIMEOUT
 
     @staticmethod
     def _until(deadline: typing.Optional[float], seconds: float) -> float:
@@ -400,7 +410,8 @@ class Isolator:
                                  'the host group', p.comm, p.pid)
                 if time.monotonic() >= next_sweep:
                     if self.may_confine():
-                        self.backend.ensure()  # recreated if removed
+                        # recreated if removed
+                        self.backend.ensure(self._ensure_deadline())
                         moved = self.sweep()
                         if moved:
                             LOG.info('isolation: sweep moved %d processes',

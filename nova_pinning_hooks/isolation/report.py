@@ -3,9 +3,10 @@
 Read-only and never raises. Three ways to it:
 
 * ``status(options)``, live, for ``nova-pinning-isolate status``: asks the
-  backend (systemd, or cgroupfs) now, under one total deadline
-  (``[nova_pinning_isolation] status_timeout``): once systemd did not
-  answer in time, no unit after it is asked;
+  backend (systemd, or cgroupfs) now, each unit within
+  ``[nova_pinning_isolation] status_timeout``: once systemd did not
+  answer for one in time, no unit after it is asked (so a hung systemd
+  costs one bound, a slow one that answers is heard out);
 * ``agent_status(...)``, the same from the agent's own settings and
   backend, which it publishes after every sweep (``statusfile``);
 * ``published(options)``: what the agent published, for every other reader
@@ -42,7 +43,6 @@ Keys (absent when unknown):
 """
 
 import collections
-import time
 import typing
 
 from oslo_log import log as logging
@@ -84,12 +84,12 @@ def _processes(settings: config.Settings) -> dict[str, typing.Any]:
 
 
 def _live(options: config.Options, settings: config.Settings,
-          backend: backends.Backend, deadline: typing.Optional[float],
+          backend: backends.Backend, timeout: typing.Optional[float],
           wait: bool = True) -> dict[str, typing.Any]:
     result: dict[str, typing.Any] = {
         'mode': settings.mode, 'reserved_cpus': cpuset.format(settings.cpus)}
     try:
-        result.update(backend.status(deadline))
+        result.update(backend.status(timeout))
     except (BackendError, OSError) as exc:
         result['backend_error'] = str(exc)
     if settings.mode == 'v1':
@@ -100,7 +100,7 @@ def _live(options: config.Options, settings: config.Settings,
 
 def _status(options: config.Options, paths: config.HostPaths,
             nova_sets: typing.Optional[config.NovaSets],
-            deadline: typing.Optional[float]) -> dict[str, typing.Any]:
+            timeout: typing.Optional[float]) -> dict[str, typing.Any]:
     result = _recorded(options.state_file, paths.proc)
     try:
         settings = config.load(options, paths, nova_sets)
@@ -110,7 +110,7 @@ def _status(options: config.Options, paths: config.HostPaths,
         result['why'] = str(exc)
         return result
     result.update(_live(options, settings, backends.backend_for(settings),
-                        deadline))
+                        timeout))
     return result
 
 
@@ -135,13 +135,13 @@ def status(options: config.Options, paths: config.HostPaths = config.HOST,
            nova_sets: typing.Optional[config.NovaSets] = None,
            timeout: typing.Optional[float] = None) -> dict[str, typing.Any]:
     """The isolation state, asked of the backend now (see the module
-    doc); never raises. ``nova_sets``: as ``config.load``'s. Nothing is
-    asked of systemd after ``timeout`` seconds (default ``[nova_pinning_
-    isolation] status_timeout``)."""
+    doc); never raises. ``nova_sets``: as ``config.load``'s. systemd is
+    given ``timeout`` seconds a unit (default ``[nova_pinning_isolation]
+    status_timeout``)."""
     if timeout is None:
         timeout = options.status_timeout
     try:
-        return _status(options, paths, nova_sets, time.monotonic() + timeout)
+        return _status(options, paths, nova_sets, timeout)
     except Exception as exc:  # a status line must not break the caller
         LOG.exception('isolation: status failed')
         return {'state': 'unknown', 'error': '%s: %s'
@@ -156,10 +156,8 @@ def agent_status(options: config.Options, settings: config.Settings,
         result = _recorded(settings.state_file, settings.paths.proc)
         # No wait for a second reading of /proc/interrupts: each sweep
         # counts since the one before.
-        result.update(_live(
-            options, settings, backend,
-            time.monotonic() + options.status_timeout,
-            wait=False))
+        result.update(_live(options, settings, backend,
+                            options.status_timeout, wait=False))
         return result
     except Exception as exc:
         LOG.exception('isolation: status failed')

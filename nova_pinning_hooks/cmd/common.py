@@ -13,6 +13,7 @@ Exit status of every command (``doc/source/security.rst``):
 ``run`` maps a command's outcome to these, for every command.
 """
 
+import argparse
 import errno
 import glob
 import logging
@@ -35,6 +36,10 @@ SNAPSHOT_LIMIT = snapshot.MAX_BYTES
 # (that text, exit status, the one line for stderr).
 CommandOutput = typing.Union[str, tuple[str, int, str]]
 
+
+# oslo.config's project: /etc/nova-pinning-hooks/nova-pinning-hooks.conf
+# and the like are read when no --config-file is given.
+PROJECT = 'nova-pinning-hooks'
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -305,6 +310,28 @@ def parse(conf: cfg.ConfigOpts, argv: typing.Optional[typing.Sequence[str]],
         raise UsageError('cannot read the configuration: %s'
                          % _first_line(exc)) from None
     sys.stderr.write(captured.getvalue())  # warnings, if any
+
+
+def argument_parser(conf: cfg.ConfigOpts, prog: str
+                    ) -> argparse.ArgumentParser:
+    """The argparse parser that ``parse`` (``conf(argv)``) parses a
+    command line with, built without parsing anything: oslo.config makes
+    it only inside ``ConfigOpts.__call__``, whose steps up to the parse
+    these are (``_pre_setup``, ``_setup``, each command-line option
+    added), with no default configuration file. For the command
+    reference (doc/source/cli/), generated from it; tests/unit/cmd
+    compares it with what ``parse`` accepts."""
+    conf.clear()
+    prog, files, dirs = conf._pre_setup(
+        PROJECT, prog, version.version_string(), None, None, None, [], [])
+    conf._setup(PROJECT, prog, version.version_string(), None, files, dirs,
+                True)
+    parser = conf._oparser
+    for opt, group in conf._all_cli_opts():
+        opt._add_to_cli(parser, group)
+    parser.initialize_parser_arguments()
+    result: argparse.ArgumentParser = parser
+    return result
 
 
 def _first_line(exc: BaseException) -> str:

@@ -214,13 +214,24 @@ COMMANDS: dict[str, typing.Callable[[cfg.ConfigOpts],
     'apply': _apply, 'watch': _watch, 'undo': _undo, 'status': _status}
 
 
-def main(argv: typing.Optional[list[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _new_conf() -> cfg.ConfigOpts:
     conf = common.new_conf()
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers))
+    return conf
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line's parser, as ``main`` parses it
+    (doc/source/cli/ is generated from it)."""
+    return common.argument_parser(_new_conf(), PROG)
+
+
+def main(argv: typing.Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    conf = _new_conf()
     try:
-        common.check_config_files(argv, 'nova-pinning-hooks', PROG)
-        common.parse(conf, argv, 'nova-pinning-hooks', PROG)
+        common.check_config_files(argv, common.PROJECT, PROG)
+        common.parse(conf, argv, common.PROJECT, PROG)
         common.check_known_options(conf)
         common.validate_options(conf)
     except common.UsageError as exc:

@@ -179,10 +179,10 @@ _LIVE_COMMANDS = (
 )
 
 
-def parse_args(argv: typing.Optional[typing.Sequence[str]],
-               conf: typing.Optional[cfg.ConfigOpts] = None
-               ) -> cfg.ConfigOpts:
-    conf = conf or cfg.ConfigOpts()
+def _register(conf: cfg.ConfigOpts,
+              argv: typing.Optional[typing.Sequence[str]]) -> cfg.ConfigOpts:
+    """``conf`` with every option and the sub-commands of the command
+    line ``argv`` is parsed with."""
     conf_mod.register_opts(conf)
     logging.register_options(conf)
     # oslo.log writes to stdout unless told otherwise: stdout carries the
@@ -195,14 +195,27 @@ def parse_args(argv: typing.Optional[typing.Sequence[str]],
         conf.set_default('use_stderr', True)
     conf.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers,
                                             title='commands'))
-    common.parse(conf, argv, 'nova-pinning-hooks', PROG)
     return conf
+
+
+def parse_args(argv: typing.Optional[typing.Sequence[str]],
+               conf: typing.Optional[cfg.ConfigOpts] = None
+               ) -> cfg.ConfigOpts:
+    conf = _register(conf or cfg.ConfigOpts(), argv)
+    common.parse(conf, argv, common.PROJECT, PROG)
+    return conf
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line's parser, as ``main`` parses it
+    (doc/source/cli/ is generated from it)."""
+    return common.argument_parser(_register(cfg.ConfigOpts(), ()), PROG)
 
 
 def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        common.check_config_files(argv, 'nova-pinning-hooks', PROG)
+        common.check_config_files(argv, common.PROJECT, PROG)
         conf = parse_args(argv)
         try:
             common.check_known_options(conf)

@@ -20,9 +20,11 @@ traceback on stdout. Its parser (``register_cli_options``), its
 are used as they are.
 """
 
+import argparse
 import sys
 import typing
 
+from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck as oslo_upgradecheck
 
 from nova_pinning_hooks.cmd import common
@@ -32,14 +34,25 @@ PROG = 'nova-pinning-status'
 INTERNAL_ERROR = 255  # oslo.upgradecheck's: not a check's code
 
 
-def main(argv: typing.Optional[list[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _new_conf() -> tuple[cfg.ConfigOpts, upgradecheck.Checks]:
     conf = common.new_conf()
     checks = upgradecheck.Checks(conf)
     oslo_upgradecheck.register_cli_options(conf, checks)
+    return conf, checks
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line's parser, as ``main`` parses it
+    (doc/source/cli/ is generated from it)."""
+    return common.argument_parser(_new_conf()[0], PROG)
+
+
+def main(argv: typing.Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    conf, checks = _new_conf()
     try:
-        common.check_config_files(argv, 'nova-pinning-hooks', PROG)
-        common.parse(conf, argv, 'nova-pinning-hooks', PROG)
+        common.check_config_files(argv, common.PROJECT, PROG)
+        common.parse(conf, argv, common.PROJECT, PROG)
         if (conf.command.name, getattr(conf.command, 'check', None)) != (
                 'upgrade', 'check'):
             raise common.UsageError('the command is "upgrade check"')

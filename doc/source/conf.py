@@ -49,4 +49,8 @@ config_generator_config_file = os.path.join(
     HERE, '..', '..', 'etc', 'nova-pinning-hooks',
     'config-generator.conf')
 sample_config_basename = '_static/nova-pinning-hooks'
+# Made here: git keeps no empty folder, and in a fresh clone Sphinx
+# warns (an error with -W) about a static path that does not exist yet
+# when it reads this file, before the generator writes into it.
+os.makedirs(os.path.join(HERE, '_static'), exist_ok=True)
 html_static_path = ['_static']

@@ -519,7 +519,7 @@ def cost(count=1000, rounds=20):
             if h.room(size):
                 h.alloc += size
                 h.arrive('g%d' % j, size, 0)
-        h.save(1732600000)
+        h.save(int(time.time()))
         texts.append((h.db.text, h.vcpus_used + rnd.choice((0, 0, 2))))
     out = {'hosts': count,
            'text_bytes_max': max(len(t) for t, _ in texts)}
@@ -551,7 +551,7 @@ def cost(count=1000, rounds=20):
 
 def nova_cost(texts, rounds):
     """The weigher and nova's RAM and CPU weighers through nova's weight
-    handler, on 1,000 ``HostState`` objects."""
+    handler, on 1,000 ``HostState`` objects (their summaries fresh)."""
     from nova import objects
     from nova.scheduler import host_manager
     from nova.scheduler import weights
@@ -574,7 +574,9 @@ def nova_cost(texts, rounds):
         states.append(hs)
     flavor = objects.Flavor(vcpus=2, memory_mb=4096, extra_specs={})
     spec = objects.RequestSpec(flavor=flavor, numa_topology=None,
-                               num_instances=1)
+                               num_instances=1,
+                               instance_uuid='8a3c2b1e-5d4f-4e6a-9b7c-'
+                                             '0d1e2f3a4b5c')
     handler = weights.HostWeightHandler()
     out = {}
     for name, classes in (('one-to-one weigher', [weigher_mod.OneToOneWeigher]),

@@ -146,7 +146,17 @@ def request_of(spec: typing.Any) -> typing.Optional[Request]:
         if value not in (None, ''):
             return None
     return Request(int(flavor.vcpus), int(flavor.memory_mb) * 1024,
-                   str(getattr(spec, 'instance_uuid', None) or ''))
+                   instance_uuid(spec))
+
+
+def instance_uuid(spec: typing.Any) -> str:
+    """The request's instance uuid ('' when not set: nova sets it for
+    each instance it schedules; a ``RequestSpec`` without it raises on
+    reading, not lazy-loadable)."""
+    try:
+        return str(spec.instance_uuid or '')
+    except Exception:
+        return ''
 
 
 def candidate_of(host_state: typing.Any, request: Request,

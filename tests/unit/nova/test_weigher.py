@@ -108,6 +108,25 @@ class TestWeights(testtools.TestCase):
         self.assertEqual([0.0] * 4, weigh(hosts, object()))
         self.assertIn('the request cannot be read', self.logs.output)
 
+    def test_the_instance_uuid_when_nova_set_it(self):
+        """nova sets ``RequestSpec.instance_uuid`` for each instance it
+        schedules; one without it raises on reading (not lazy-loadable):
+        the request is still weighed, its draw from ''."""
+        class Unset:
+            flavor = spec().flavor
+            numa_topology = None
+
+            @property
+            def instance_uuid(self):
+                raise RuntimeError('attribute instance_uuid not '
+                                   'lazy-loadable')
+        self.assertEqual('', weigher_mod.request_of(Unset()).uuid)
+        given = spec()
+        given.instance_uuid = 'u-1'
+        self.assertEqual('u-1', weigher_mod.request_of(given).uuid)
+        self.assertNotEqual([0.0], weigh([host('a', text((1, 0)))],
+                                         Unset()))
+
     def test_one_host_as_nova_asks(self):
         w = weigher_mod.OneToOneWeigher()
         # one empty host: the fleet has room, no fit counts

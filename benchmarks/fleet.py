@@ -95,6 +95,7 @@ RESERVED_MB = 512
 GIB_KIB = 1024 * 1024
 LOADS = (0.5, 0.8, 1.0, 1.3, 2.0)
 WAYS = ('default', 'packing', 'weigher')
+SWEEP = (10.0, 20.0, 30.0, 50.0)  # --sweep's multipliers
 
 
 def topo(nodes, cores, threads, node_gib):
@@ -622,8 +623,9 @@ def main():
     parser.add_argument('--subset', type=int, default=1,
                         help='[filter_scheduler] host_subset_size')
     parser.add_argument('--sweep', action='store_true',
-                        help='also the weigher at multipliers 1, 2, 5, 10 '
-                             'and 20 (uniform fleet, loads 0.8 to 1.3)')
+                        help='also the weigher at multipliers %s (the '
+                             'same fleets, loads and bursts)'
+                             % ', '.join('%g' % m for m in SWEEP))
     parser.add_argument('--ways', default=','.join(WAYS),
                         help='which of default, packing and weigher to run')
     parser.add_argument('--cost', action='store_true',
@@ -666,16 +668,18 @@ def main():
                                      args.warmup, args.measure, args.audit,
                                      claims, sc))
     if args.sweep:
-        for mult in (1.0, 2.0, 5.0, 10.0, 20.0):
+        for mult in SWEEP:
             if mult == multiplier:
                 continue
-            rows.append(('weigher x%g' % mult, 'weigher', mult,
-                         scenarios[0].burst))
-            for load in (0.8, 1.0, 1.3):
-                for seed in range(args.seeds):
-                    jobs.append(('uniform', load, seed, 'weigher', mult,
-                                 args.warmup, args.measure, args.audit,
-                                 claims, scenarios[0]))
+            for sc in scenarios:
+                rows.append(('weigher x%g, B %d' % (mult, sc.burst),
+                             'weigher', mult, sc.burst))
+                for fleet in fleets:
+                    for load in loads:
+                        for seed in range(args.seeds):
+                            jobs.append((fleet, load, seed, 'weigher', mult,
+                                         args.warmup, args.measure,
+                                         args.audit, claims, sc))
     start = time.monotonic()
     results = run_jobs(jobs, args.jobs)
     print('fleet.py: %d runs, %.0f s, %.0f s of CPU (warmup %g, measure '

@@ -47,8 +47,8 @@ from nova_pinning_hooks.engine import summary as summary_mod
 # The fleet's fill (the candidates' vCPUs over their pool pCPUs) below
 # which the node's fill does not count, and from which it counts wholly
 # (benchmarks/fleet.py: doc/source/performance.rst, "Across the cloud").
-FIT_START = 0.55
-FIT_FULL = 0.8
+FIT_START = 0.65
+FIT_FULL = 0.9
 # How strongly the draw favours the fuller node: a node full after the
 # guest is drawn e**FIT_BIAS times as readily as an empty one.
 FIT_BIAS = 10.0

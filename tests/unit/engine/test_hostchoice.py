@@ -77,7 +77,7 @@ class TestFit(testtools.TestCase):
         pool = 16 * 4  # four hosts
         for used, share in ((0, 0.0),
                             (int(pool * hostchoice.FIT_START), 0.0),
-                            (int(pool * hostchoice.FIT_FULL) + 1, 1.0),
+                            (pool, 1.0),
                             (pool * 2, 1.0)):
             per = [used // 4] * 4
             cands = [candidate(str(i), (v, 0), pool=(16, 0))
@@ -85,7 +85,7 @@ class TestFit(testtools.TestCase):
             self.assertAlmostEqual(share, hostchoice.fit_share(cands),
                                    places=6)
         # pending vCPUs count too
-        cands = [candidate('a', (0, 0), pending=14)]
+        cands = [candidate('a', (0, 0), pending=15)]
         self.assertEqual(1.0, hostchoice.fit_share(cands))
 
     def test_best_fit_drawn_per_request(self):
@@ -95,7 +95,7 @@ class TestFit(testtools.TestCase):
         tight = candidate('tight', (6, 8))   # node 0 full after the guest
         mid = candidate('mid', (3, 8))
         loose = candidate('loose', (0, 8))
-        full = [candidate('full%d' % i, (8, 8)) for i in range(5)]
+        full = [candidate('full%d' % i, (8, 12)) for i in range(5)]
         cands = [tight, mid, loose] + full
         self.assertEqual(1.0, hostchoice.fit_share(cands))
         first = collections.Counter(

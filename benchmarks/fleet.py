@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Fleet: which host nova's scheduler picks, and what the package then
 gives the guest there. The one-to-one share of a simulated cloud with
-nova's default weighers, with packing, and with the one-to-one weigher.
+nova's default weighers, with packing, and with the one-to-one weigher,
+one request at a time or in bursts weighed in parallel.
 
 Usage: python benchmarks/fleet.py [--quick] [--seeds 3] [--loads ...]
-       [--fleets uniform,mixed] [--audit 0.0167] [--audit-only]
+       [--fleets uniform,mixed] [--bursts 1,4,8] [--workers 0]
+       [--delay 2] [--subset 1] [--audit 0.0167] [--audit-only]
        [--multiplier M] [--sweep] [--cost] [--jobs 1] [--json FILE]
 
 The model (doc/source/performance.rst, "Across the cloud", says what it
@@ -15,48 +17,59 @@ leaves out):
   30 on node 0 and 32 on node 1); *mixed*, 20 of those and 20 of 1 node
   x 24 cores x 2 threads, 384 GiB, one core reserved (pool 46). Each
   host's nova inventory is its pool (``cpu_shared_set``),
-  ``cpu_allocation_ratio`` 4.0, RAM ratio 1.0, 512 MiB reserved;
+  ``cpu_allocation_ratio`` 4.0, RAM ratio 1.0, 512 MiB reserved, local
+  disk for its VCPU inventory at 10 GiB a vCPU and a fifth more;
 * guests: flavors of 1, 2, 4, 8 and 16 vCPUs (30/30/25/10/5 %), 2 GiB
-  a vCPU; Poisson arrivals, exponential lifetimes (mean 1), as many as
-  make the fleet's mean load (guest vCPUs / pool pCPUs) the given one;
-  the same arrivals, flavors and lifetimes for every way of choosing;
+  and 10 GiB of disk a vCPU; Poisson arrivals, exponential lifetimes
+  (mean 1, taken as an hour), as many as make the fleet's mean load
+  (guest vCPUs / pool pCPUs) the given one; the same arrivals, flavors
+  and lifetimes for every way of choosing;
+* parallel scheduling (``Scenario``): after the steady state the fleet
+  starts in (placed one by one), the arrivals come in bursts of
+  ``--bursts`` B, weighed by ``--workers`` scheduler workers (0: one a
+  request, none sees another's choice; a worker weighing several sees
+  its own, nova's ``HostState.consume_from_request``, until the node is
+  saved again); a claim reaches nova's database ``--delay`` seconds
+  after its choice; placement's allocations count at once; nova picks
+  among the ``--subset`` best (``host_subset_size``); ties fall in
+  placement's order, the same for a whole burst;
 * each host is planned by the package's engine (``policy.make_plan``)
-  after every arrival and departure, with the pins of the last plan
+  after every claim and departure, with the pins of the last plan
   carried into the next (as a live host reads them back). A new guest
   has no memory facts at its first pass (its home is chosen); its
   memory then lands where its vCPUs run: on its home node when it is
   one-to-one or on a node range, spread over the nodes when it floats
   over the host (host range) or the cross-node range, which makes it a
   cross-node guest from its next pass on (then planned at once);
-* nova's scheduler: the hosts placement would offer (VCPU and
-  MEMORY_MB room), weighed as nova's weight handler does: each
-  weigher's raw weights normalised (``nova.weights.normalize``: RAM and
-  CPU weighers with ``minval`` 0, the one-to-one weigher with its fixed
-  bounds -1 and 1), times its multiplier, summed; the best host wins, a
-  tie broken at random (placement's order). *default*: ``RAMWeigher``
-  + ``CPUWeigher``, multipliers 1.0; *packing*: multipliers -1.0;
-  *weigher*: default + ``OneToOneWeigher`` (``summary.forecast`` and
-  ``summary.score``) with ``--multiplier`` (default: the package's
-  default);
+* nova's scheduler: the hosts placement would offer (VCPU room), nova's
+  whole default weigher set at its default multipliers (``nova_weights``:
+  RAM, CPU and disk 1.0, I/O operations -1.0; the others weigh every
+  host here alike, ``NOVA_WEIGHERS`` says why), each weigher's raw
+  weights normalised (``nova.weights.normalize``; the one-to-one
+  weigher with its fixed bounds -1 and 1), times its multiplier,
+  summed; *default*: nova's; *packing*: RAM, CPU and disk at -1.0;
+  *weigher*: default + ``OneToOneWeigher`` (``weigher.weigh_hosts``)
+  with ``--multiplier`` (default: the package's default);
 * what the weigher sees: each host's summary as nova-compute last
-  reported it: at every claim (the last pass's, before the new guest's
-  pass), every deletion (less the guest gone) and every periodic audit
-  (every ``--audit`` mean lifetimes, each host at its own phase: 1/60
-  is nova's 60 s audit for guests living an hour; 0: after every pass),
-  as ``nova.nodesummary`` reports it from nova's
+  saved it (``View``): at every claim (the last pass's, before the new
+  guest's pass), every deletion (less the guest gone) and every
+  periodic audit (every ``--audit`` mean lifetimes, each host at its own
+  phase: 1/60 is nova's 60 s audit; 0: after every pass), as
+  ``nova.nodesummary`` reports it from nova's
   ``ResourceTracker._update``; ``--audit-only``: at the audit alone, as
   a report from the driver's ``get_available_resource`` would be. With
   it the vCPUs nova placed since (``vcpus_used`` minus the summary's
-  ``seen``: nova's resource tracker counts each claim at once);
+  ``seen``);
 * measured: the share of running guest vCPUs the engine binds
-  one-to-one, time-averaged over ``--measure`` mean lifetimes after
-  ``--warmup`` of them; requests no host had room for are counted.
+  one-to-one and the share of hosts without a guest, time-averaged over
+  ``--measure`` mean lifetimes after ``--warmup`` of them; requests no
+  host had room for are counted.
 
 ``--cost`` times the weigher on 1,000 hosts (CPU time, median of 20
 rounds, so that other work on the machine counts little): the pure path
-(``summary.decode``, cached per text as the weigher caches it, then
-``forecast`` and ``score``) always; with nova importable (run with
-``.tox/nova-34-env/bin/python``), also ``OneToOneWeigher`` and nova's
+(``weigher.weigh_hosts``: the cached decode, ``forecast`` and
+``hostchoice``) always; with nova importable (run with
+``.tox/nova-34/bin/python``), also ``OneToOneWeigher`` and nova's
 ``RAMWeigher`` and ``CPUWeigher`` through nova's own weight handler on
 1,000 ``HostState`` objects.
 """

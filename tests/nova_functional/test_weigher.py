@@ -54,10 +54,23 @@ with every weigher), in CPU time of the calling thread and wall time.
 The results are written to ``$NPH_NOVA_WEIGHER_TABLE`` when set
 (doc/source/nova.rst and performance.rst show them).
 
-``NPH_TEST_WEIGHER_NEUTRAL=1`` runs the same test with the weigher's
-scoring disabled (``summary.score`` neutral for every host): it must
-fail. ``NPH_TEST_WEIGHER_SEED`` and ``NPH_TEST_WEIGHER_LOAD`` run
-another sequence than the one asserted (seed 41, load 1.0).
+``NPH_TEST_WEIGHER_NEUTRAL=1`` runs the same tests with the weigher's
+scoring disabled (``weigher.scores`` neutral for every host): the
+sequence and the bursts must fail. ``NPH_TEST_WEIGHER_SEED`` and
+``NPH_TEST_WEIGHER_LOAD`` run another sequence than the one asserted
+(seed 41, load 1.0); ``NPH_TEST_WEIGHER_BURST_SEED`` and
+``NPH_TEST_WEIGHER_BURST_LOAD`` another burst sequence (seed 7, load
+1.1); ``NPH_NOVA_WEIGHER_BURSTS`` names a file each burst test appends
+its figures to (one JSON line).
+
+Parallel requests (``test_bursts_of_N``): nova's framework starts one
+scheduler service and refuses a second; ``SchedulerWorkers`` adds a
+second ``SchedulerManager`` with its own ``HostManager`` (its own
+``HostState`` objects, as a second nova-scheduler worker process has)
+and routes the requests to the two in turn, and ``BurstGate`` holds the
+computes' builds until every request of a burst is scheduled: the
+burst's N API calls are weighed before any of their claims reaches
+nova's database, each worker seeing only its own.
 """
 
 import collections

@@ -17,29 +17,32 @@ reports (``summary.KEY`` in ``HostState.stats``: ``nova.nodesummary``),
 adds the vCPUs nova placed there since (``HostState.vcpus_used`` above
 the summary's ``seen``: claims the compute has saved since, and the
 instances consumed earlier in the same request by
-``HostState.consume_from_request``), and weighs what the host's next
-pass would give the guest (``summary.forecast`` and ``summary.score``):
-one-to-one, the fuller its node the better; no change for anybody;
-guests losing their one-to-one binding, the more the worse.
+``HostState.consume_from_request``), asks what the host's next pass
+would give the guest (``summary.forecast``), and weighs the candidates
+against each other (``engine/hostchoice.py``: one-to-one first, spread
+while the fleet has room and drawn per request, the fuller the node the
+likelier, as it fills; then no change, the fuller host first; guests
+losing their one-to-one binding last, the more the worse).
 
 Invariants:
 
 * nothing remote and nothing that blocks: it reads the ``HostState``
-  objects and the ``RequestSpec`` it is handed; each summary text is
-  decoded once (a bounded cache);
+  objects and the ``RequestSpec`` it is handed; a summary is decoded
+  once for as long as its text after the pass time stays the same (a
+  cache of ``CACHE_LIMIT`` summaries, the least recently used dropped);
 * never raises into the scheduler: a host it cannot weigh gets the
-  neutral weight 0, with one log line for the request;
+  neutral weight 0, logged once a host every ``COMPLAINT_INTERVAL``;
 * neutral (0 for every host) for guests nova places itself, those with
   an instance NUMA topology (``RequestSpec.numa_topology``, from
   ``hw:numa_nodes``, ``hw:cpu_policy`` dedicated or mixed, ``PCPU``
   resources or the same image properties), and for a host that reports
-  no summary (no package there, or a summary too old);
+  no summary (no package there, or a summary too old: the compute's
+  ``summary_max_age``, and in the scheduler that plus ``AGE_SLACK``);
 * fixed bounds: ``minval`` -1 and ``maxval`` 1, so nova's normalisation
   maps every weight to the same place whatever the other hosts weigh
-  (0.5 neutral; one-to-one 0.8 to 1; a loss 0 to 0.4): with a
-  multiplier of 7 or more, a host where the guest is one-to-one
-  outweighs any other whatever nova's RAM and CPU weighers (at their
-  default multipliers, 1.0) say;
+  (0.5 neutral; one-to-one 0.8 to 1; no change 0.5 to 0.7; a loss 0 to
+  0.4): bands 0.1 apart, so that with a multiplier above 10 times the
+  span of the other weighers the band decides (doc/source/nova.rst);
 * its multiplier is ``[nova_pinning] weigher_multiplier``, overridden
   per aggregate by the metadata key ``nova_pinning_weigher_multiplier``
   (``nova.scheduler.utils.get_weight_multiplier``, as nova's own);

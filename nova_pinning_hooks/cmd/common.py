@@ -414,17 +414,18 @@ def setup_logging(conf: cfg.ConfigOpts, prog: str,
                   nova_worker: bool = False) -> None:
     """oslo.log's set-up, to stderr alone (``STDERR_ONLY``). Not for
     nova-compute's pass worker (``nova_worker``), which logs where
-    nova's configuration says, as nova-compute does: its files when it
-    runs as the nova user (its own), never as root (``NO_LOG_FILES``:
-    standard output or error then, as configured). Without ``--debug``
-    no log record prints a traceback: its exception is appended to its
-    one line instead."""
+    nova's configuration says, as nova-compute does: nova-compute starts
+    it with its own user and configuration, so the worker writes only
+    what nova-compute itself may and does write (as root too, where a
+    deployment runs nova-compute as root; tests/nova finds its pass
+    lines in nova's log_file there). Without ``--debug`` no log record
+    prints a traceback: its exception is appended to its one line
+    instead."""
     import logging as std_logging
 
     from oslo_log import log as logging
 
-    overrides = {} if nova_worker and os.geteuid() != 0 else (
-        NO_LOG_FILES if nova_worker else STDERR_ONLY)
+    overrides = {} if nova_worker else STDERR_ONLY
     for name, value in overrides.items():
         if name in conf:
             conf.set_override(name, value)

@@ -7,7 +7,7 @@ Usage: python benchmarks/fleet.py [--quick] [--seeds 3] [--loads ...]
        [--fleets uniform,mixed] [--audit 0.0167] [--audit-only]
        [--multiplier M] [--sweep] [--cost] [--jobs 1] [--json FILE]
 
-The model (doc/source/performance.rst, "Across the cloud", says what it
+The model (doc/source/reference/performance.rst, "Across the cloud", says what it
 leaves out):
 
 * hosts: *uniform*, 40 hosts of 2 NUMA nodes x 16 cores x 2 threads,

@@ -28,7 +28,8 @@ Per boot: the time to up, or why it did not come up (the one line of
 (``vmdiag.console_verdict``); at the end, per configuration, the number
 of boots that came up and the distribution of their times. Exit status:
 0 when every boot of the ``after`` configuration came up, 1 otherwise.
-The figures are in doc/source/isolation.rst ("The VM under load").
+The figures are in doc/source/reference/isolation-evidence.rst ("The VM
+under load").
 """
 
 import argparse

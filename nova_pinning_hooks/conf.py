@@ -36,7 +36,7 @@ DEFAULT_STATE_DIR = '/var/lib/nova-pinning-hooks'
 MAX_SECONDS = 86400
 MAX_PID = 4194304  # the kernel's PID_MAX_LIMIT
 # ``weigher_multiplier``'s default: benchmarks/fleet.py, in
-# doc/source/performance.rst ("Across the cloud").
+# doc/source/reference/performance.rst ("Across the cloud").
 DEFAULT_WEIGHER_MULTIPLIER = 10.0
 
 _INTEGER = re.compile(r'[+-]?[0-9]{1,20}', re.ASCII)
@@ -204,8 +204,8 @@ pinning_opts = [
                     'are none, over the node\'s whole pool. Node-range, '
                     'cross-node and host-range guests keep theirs with '
                     'their vCPUs either way. The default follows the '
-                    'measurements in doc/source/performance.rst; guest '
-                    'plans as releases before this option did.'),
+                    'measurements in doc/source/reference/performance.rst; '
+                    'guest plans as releases before this option did.'),
     FloatOpt('home_node_min_fraction', default=0.9, min=0.5, max=1.0,
              help='A guest whose memory lies on one NUMA node for at '
                   'least this fraction has that node as its home '
@@ -284,7 +284,8 @@ pinning_opts = [
                      'scheduler reads; the weigher '
                      'nova_pinning_hooks.nova.weigher.OneToOneWeigher '
                      'places guests by it. A few hundred bytes; no libvirt '
-                     'call. See doc/source/nova.rst, "Across the cloud".'),
+                     'call. See doc/source/reference/nova-integration.rst, '
+                     '"Across the cloud".'),
     cfg.StrOpt('summary_file',
                default=DEFAULT_STATE_DIR + '/nova/summary.json',
                help='Under eventlet, where nova-compute\'s pass worker '
@@ -315,7 +316,7 @@ pinning_opts = [
                   '(multipliers 1.0) say; from 20 on, a host where nobody '
                   'loses also outweighs one where guests lose. The '
                   'default follows benchmarks/fleet.py '
-                  '(doc/source/performance.rst). 0: no effect.'),
+                  '(doc/source/reference/performance.rst). 0: no effect.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

@@ -14,7 +14,7 @@
 #   /etc/libvirt, /var/lib/libvirt, cgroup subtree and instances
 #   storage, and an sshd for nova's disk copies between hosts),
 #   and the package pip-installed into nova's virtualenv from this
-#   checkout and switched on as doc/source/nova.rst tells operators
+#   checkout and switched on as doc/source/admin/nova.rst tells operators
 #   (``[oslo_messaging_notifications] driver = nova_pinning``).
 #
 #   tools/cloud.sh demo               # up, then boot three guests through
@@ -26,7 +26,7 @@
 #                                     # kolla-ansible's containers (below)
 #   tools/cloud.sh package on|off     # switch it, restarting the computes
 #   tools/cloud.sh package disabled   # [nova_pinning] enabled = false, the
-#                                     # driver kept (nova.rst, "Switch it off")
+#                                     # driver kept (admin/nova.rst, "Switch it off")
 #   tools/cloud.sh weigher on|off     # nova-scheduler's OneToOneWeigher
 #                                     # (follows "package on|off" too)
 #   tools/cloud.sh restart-compute N [--kill]
@@ -50,11 +50,11 @@
 # series tools/nova-releases marks kolla only: kolla's image holds that
 # nova): nph-compute2's libvirtd runs in
 # the nova_libvirt container and its nova-compute (that nova from kolla's
-# venv in the image, the package installed into it as deploy.rst tells
+# venv in the image, the package installed into it as reference/deployments.rst tells
 # kolla operators) in nova_compute, in its own PID namespace, both
 # started by tools/kolla-compute.sh with kolla-ansible's options (host
 # network: its address 127.0.0.12 and libvirt's port 16522 as before).
-# What differs from the host layout, and why, is in doc/source/deploy.rst
+# What differs from the host layout, and why, is in doc/source/reference/deployments.rst
 # ("The cloud's nph-compute2 in kolla's containers").
 #
 # This file is the command: its options and subcommands. What each does

@@ -156,7 +156,7 @@ def wait_computes(conn, hosts, seconds):
         # Each host's hypervisor, by its service's host: a compute in
         # kolla's containers has no UTS namespace of its own, so its
         # hypervisor (libvirtd's hostname) is the machine's name, not
-        # the nova host's (doc/source/deploy.rst).
+        # the nova host's (doc/source/reference/deployments.rst).
         hyps = {(h.service_details or {}).get('host')
                 for h in conn.compute.hypervisors(details=True)}
         return (len(services) == len(hosts) and

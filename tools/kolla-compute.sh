@@ -5,7 +5,7 @@
 # (as kolla-ansible runs ironic_prometheus_exporter beside ironic), each
 # started with the options kolla-ansible's nova-cell role gives it
 # (ansible/roles/nova-cell/defaults/main.yml at openstack/kolla-ansible
-# 1a68181; doc/source/deploy.rst has the table, option by option).
+# 1a68181; doc/source/reference/deployments.rst has the table, option by option).
 #
 #   tools/kolla-compute.sh start DIR [compute] [agent] [isolate]
 #       # prints libvirt's URI, as kolla's nova.conf names it
@@ -14,7 +14,7 @@
 #   tools/kolla-compute.sh undo DIR
 #       # the isolation agent's container stopped (SIGTERM: its watch
 #       # ends, what it confined stays), then `nova-pinning-isolate undo`
-#       # in a one-shot container with the same options: deploy.rst's way
+#       # in a one-shot container with the same options: reference/deployments.rst's way
 #       # to switch it off
 #
 # One difference is necessary on this machine: it has its own libvirtd on
@@ -35,7 +35,7 @@
 # The package's agents are not kolla-ansible's containers: they run
 # without --privileged, with no capability but the one each needs, a
 # read-only root and only the host paths each uses (doc/source/
-# deploy.rst, "The isolation agent and nova-pinning agent"; never the
+# reference/deployments.rst, "The isolation agent and nova-pinning agent"; never the
 # host's whole /run, which holds the container engine's socket).
 #
 # What tools/cloud.sh sets to run its nph-compute2 this way (cloud.sh's
@@ -89,7 +89,7 @@ if [ "$cmd" = stop ]; then
     # cgroups of its own, /machine/..., in the controllers it manages;
     # on this cgroup v1 host without systemd it leaves qemu in the
     # container's pids and name=systemd cgroups, so podman's stop kills
-    # it here: tests/day2, doc/source/nova.rst "Day two"): destroy them
+    # it here: tests/day2, doc/source/reference/nova-integration.rst "Day two"): destroy them
     # first, so none is left behind either way.
     if podman container exists "$libvirt_name" 2>/dev/null; then
         for dom in $(timeout 10 virsh -q -c "$uri" list --name 2>/dev/null); do
@@ -123,9 +123,9 @@ dir=$(cd "$dir" && pwd)
 # DIR/run stands for the host's /run; lib, qemu and nova for kolla's
 # named volumes libvirtd, nova_libvirt_qemu and nova_compute; log for
 # kolla_logs; config for kolla's config directory; state and etc for the
-# package's state directory and configuration (deploy.rst).
+# package's state directory and configuration (reference/deployments.rst).
 mkdir -p "$dir"/{run/libvirt/qemu,run/lock,lib/qemu,qemu,nova,log,config,etc}
-# The state directory as deploy.rst has operators make it: root's, with
+# The state directory as reference/deployments.rst has operators make it: root's, with
 # nova/ for the user nova-compute runs as: the image's nova (kolla's uid
 # 42436), or NPH_KOLLA_NOVA_UID (the cloud's runs as root, and the
 # package uses no directory another user can write).
@@ -181,7 +181,7 @@ export LIBVIRT_AUTH_FILE=$dir/config/auth.conf
 mkdir -p "$dir/log/libvirt"
 if [ ! -f "$dir/etc/nova-pinning-hooks.conf" ]; then
     # The agents reach libvirt through its UNIX socket in /run/libvirt
-    # (deploy.rst runs them with --network none).
+    # (reference/deployments.rst runs them with --network none).
     printf '[nova_pinning]\nconnection_uri = qemu:///system\n' \
         > "$dir/etc/nova-pinning-hooks.conf"
 fi
@@ -191,7 +191,7 @@ fi
 modules=()
 [ -d /lib/modules ] && modules=(-v /lib/modules:/lib/modules:ro)
 
-# The package's state directory and configuration, as deploy.rst adds
+# The package's state directory and configuration, as reference/deployments.rst adds
 # them through nova_compute_extra_volumes.
 extra=(-v "$dir/state:/var/lib/nova-pinning-hooks"
        -v "$dir/etc:/etc/nova-pinning-hooks:ro")
@@ -203,7 +203,7 @@ isolate_conf=/etc/nova-pinning-hooks/${NPH_KOLLA_ISOLATE_CONF:-nova-pinning-hook
 # container engine's socket is there: host root through its API).
 least=(--cap-drop ALL --security-opt no-new-privileges --read-only
        --network none)
-# deploy.rst's isolation agent: the host's PID and cgroup namespaces,
+# reference/deployments.rst's isolation agent: the host's PID and cgroup namespaces,
 # the cgroup tree read-only (on a systemd host systemd sets AllowedCPUs=,
 # asked over the bus); on cgroup v1 only (issue 48, R5-L1) it moves host
 # processes between cgroups itself (the tree, writable), sets threads'
@@ -232,7 +232,7 @@ isolate_opts=("${least[@]}" "${isolate_v1[@]}" --pid host --cgroupns host
 if [ -S /run/dbus/system_bus_socket ]; then
     isolate_opts+=(-v /run/dbus:/run/dbus)
 fi
-# deploy.rst's binding agent: the host's PID namespace (the qemu
+# reference/deployments.rst's binding agent: the host's PID namespace (the qemu
 # processes' /proc: pins, proof, schedstat) and cgroup namespace with the
 # memory controller's tree read-only (a guest's memory by NUMA node: on
 # cgroup v1 its own hierarchy, since a read-only bind of /sys/fs/cgroup
@@ -242,7 +242,7 @@ fi
 # the pass lock, an flock on the directory, and reads nova's overcommit
 # file); no capability at all (a guest whose memory its cgroup does not
 # tell, hugepage-backed, falls back to /proc/<pid>/numa_maps, which
-# needs CAP_SYS_PTRACE: deploy.rst).
+# needs CAP_SYS_PTRACE: reference/deployments.rst).
 memory_cgroup=/sys/fs/cgroup
 [ -d /sys/fs/cgroup/memory ] && memory_cgroup=/sys/fs/cgroup/memory
 agent_opts=("${least[@]}" --pid host --cgroupns host
@@ -335,7 +335,7 @@ for want in "$@"; do
             "$compute_image" ${NPH_KOLLA_COMPUTE_COMMAND:-sleep infinity} >/dev/null
         ;;
     agent)
-        # deploy.rst's binding agent container (agent_opts above).
+        # reference/deployments.rst's binding agent container (agent_opts above).
         running "$agent_name" && continue
         podman rm -f "$agent_name" >/dev/null 2>&1 || true  # absent already
         podman run -d --name "$agent_name" "${agent_opts[@]}" \

@@ -11,7 +11,7 @@
 #       # run: CONTAINERS_CONF, empty where none is needed, below),
 #       # nova_libvirt=IMAGE, nova_compute=IMAGE,
 #       # nova_compute_kolla=IMAGE (kolla's, without the package) and
-#       # nova_compute_derived=IMAGE (deploy.rst's derived image from it)
+#       # nova_compute_derived=IMAGE (reference/deployments.rst's derived image from it)
 #
 # Built once and kept: each image's tag is a key of its inputs (this
 # script, the series' constraints, the package's sources), so a second
@@ -19,7 +19,7 @@
 # package rebuilds only the last layer (its wheel into kolla's venv).
 # Stamps and pip's cache live under /var/cache/nova-pinning-hooks/kolla.
 #
-# What follows kolla, and what differs, is listed in doc/source/deploy.rst
+# What follows kolla, and what differs, is listed in doc/source/reference/deployments.rst
 # ("kolla's images, as built here").
 set -euo pipefail
 # A stage that fails inside $(...) stops the build.
@@ -254,7 +254,7 @@ RUN PIP_CERT=/run/host-ca.crt python3 -m pip install --upgrade \\
 EOF
 nova_base=$(stage nova-base "$ctx/upper-constraints.txt")
 
-# -- nova-compute: the package, as deploy.rst's kolla-build override -------
+# -- nova-compute: the package, as reference/deployments.rst's kolla-build override -------
 # The package's sources as they are in this checkout (committed or not)
 # key the wheel; it is built only when that image is missing. With
 # NPH_KOLLA_WHEEL, that wheel instead (another release of the package:
@@ -267,7 +267,7 @@ else
     (cd "$top" && git ls-files -z -- nova_pinning_hooks setup.cfg setup.py \
          pyproject.toml requirements.txt | xargs -0 sha256sum) > "$ctx/sources"
 fi
-# deploy.rst's override puts this RUN in nova_compute_footer, just before
+# reference/deployments.rst's override puts this RUN in nova_compute_footer, just before
 # kolla's final USER nova; the wheel stands in for
 # 'nova-pinning-hooks==1.0.0' from an index.
 cat > "$ctx/Containerfile" <<EOF
@@ -296,9 +296,9 @@ if ! have "$compute"; then
     compute=$(stage nova-compute "$ctx/sources")
 fi
 
-# -- deploy.rst's other way: a derived image -------------------------------
+# -- reference/deployments.rst's other way: a derived image -------------------------------
 # kolla's nova-compute as a registry serves it (here: nova-base and kolla's
-# final USER nova, without the package), then deploy.rst's Dockerfile
+# final USER nova, without the package), then reference/deployments.rst's Dockerfile
 # ("A derived image") word for word, the wheel standing in for the index.
 cat > "$ctx/Containerfile" <<EOF
 FROM $nova_base

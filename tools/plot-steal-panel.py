@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Draw the Grafana dashboard's main panel ("Steal per guest") from the
-answers a real Prometheus gave: a PNG for doc/source/steal.rst where
+answers a real Prometheus gave: a PNG for doc/source/admin/steal.rst where
 Grafana is not available.
 
 Usage (the answers come from the functional test, see its module doc):
@@ -8,7 +8,7 @@ Usage (the answers come from the functional test, see its module doc):
         flock /run/nph-functional.lock tox -e functional -- \\
         tests.functional.test_prometheus
     python3 tools/plot-steal-panel.py /tmp/steal.json \\
-        doc/source/steal-panel.png
+        doc/source/admin/steal-panel.png
 
 Needs matplotlib (Debian's python3-matplotlib, or pip in a throwaway
 venv); nothing else of the package.

@@ -15,7 +15,7 @@
 #   (build, before the tests: the release's sdist and wheel, twine check,
 #   and installing the wheel with the oldest and newest nova's constraints)
 #   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
-#                                   # release of the list (doc/source/nova.rst)
+#                                   # release of the list (doc/source/reference/nova-integration.rst)
 #   tools/run-tests.sh cloud        # the one-machine cloud (tools/cloud.sh,
 #                                   # brought up first) and tests/cloud
 #   tools/run-tests.sh tempest      # upstream tempest's compute API tests

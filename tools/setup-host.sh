@@ -23,7 +23,7 @@ packages=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
           qemu-utils e2fsprogs
           # the real Prometheus of the functional tests, and promtool
           prometheus prometheus-node-exporter
-          # the distribution-package steps of doc/source/deploy.rst
+          # the distribution-package steps of doc/source/reference/deployments.rst
           # (tests/functional/test_deploy.py): Debian's own nova
           python3-nova python3-libvirt python3-pip
           # kolla's containers (tests/functional/test_kolla_layout.py):

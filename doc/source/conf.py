@@ -31,12 +31,16 @@ master_doc = 'index'
 html_theme = 'openstackdocs'
 exclude_patterns = ['_build']
 
-# openstackdocstheme: the repository's name (its "source" and bug links),
-# the page dates from git (a shallow clone has them too: its last
-# commit). The version is the installed package's, setup.cfg's release:
-# the theme's own (pbr's, from git tags) would be 0.0.1.devN in a history
+# openstackdocstheme: no repository name, so no page links to a source
+# or bug tracker: the theme would make https://opendev.org/<name>/src/...
+# of it, and this project has no repository there (setup.cfg names no
+# home page). No bug project is set either, so no bug button. The page
+# dates come from git (a shallow clone has them too: its last commit).
+# The version is the installed package's, setup.cfg's release: the
+# theme's own (pbr's, from git tags) would be 0.0.1.devN in a history
 # without a tag.
-openstackdocs_repo_name = 'nova-pinning-hooks/nova-pinning-hooks'
+openstackdocs_repo_name = ''
+openstackdocs_pdf_filename = 'doc-nova-pinning-hooks.pdf'  # unused: no link
 openstackdocs_auto_name = False
 openstackdocs_auto_version = False
 openstackdocs_pdf_link = False

@@ -1,6 +1,6 @@
 """What the commands share: their errors and the files they are given.
 
-Exit status of every command (``doc/source/security.rst``):
+Exit status of every command (``doc/source/reference/security.rst``):
 
 * 0: done; for a pass, every planned change was written;
 * 1: the work failed or was done only in part (libvirt unreachable or

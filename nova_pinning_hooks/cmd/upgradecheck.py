@@ -17,7 +17,7 @@ The checks, in order (``Checks._upgrade_checks``):
   misspelt, no value refused (what ``nova-pinning`` and
   ``nova-pinning-isolate`` refuse with exit 2), no deprecated name;
 * **notification driver**: ``driver = nova_pinning`` beside the
-  drivers nova-compute had (doc/source/nova.rst);
+  drivers nova-compute had (doc/source/admin/nova.rst);
 * **overcommit file**, **isolation state**, **isolation status**,
   **metrics textfile** (the files the package keeps): each is read by
   this release's own reader, or refused with that reader's one line
@@ -27,7 +27,7 @@ The checks, in order (``Checks._upgrade_checks``):
   an earlier one, and whether the agent's published status is current;
 * **pinned guests**: the running guests whose live XML still carries
   pins of ours, which must not leave the host: until none does, the
-  driver line stays (nova.rst, "Switch it off", step 3). WARNING with
+  driver line stays (admin/nova.rst, "Switch it off", step 3). WARNING with
   their count.
 
 Invariants:
@@ -272,7 +272,7 @@ class Checks(UpgradeCommands):
                 'set: if this compute sent notifications (messagingv2, '
                 'which kolla-ansible writes where a service consumes '
                 'them), an override that names only %s stopped them; '
-                'list both driver lines (doc/source/nova.rst)%s'
+                'list both driver lines (doc/source/admin/nova.rst)%s'
                 % (DRIVER, ' and '.join(wanted), DRIVER, off)))
         return Result(Code.SUCCESS, 'driver = %s alone: no other service '
                       'receives nova\'s notifications from this compute%s'
@@ -435,7 +435,7 @@ class Checks(UpgradeCommands):
             '%d running guest%s at %s carr%s pins of ours in the live XML: '
             '%s; %s until each has restarted (hard reboot, stop and start, '
             'resize, cold or live migration, shelve and unshelve: '
-            'doc/source/nova.rst, "Switch it off", step 3)' % (
+            'doc/source/admin/nova.rst, "Switch it off", step 3)' % (
                 len(names), '' if len(names) == 1 else 's', uri,
                 'ies' if len(names) == 1 else 'y', named, keep)))
 

@@ -193,7 +193,7 @@ def pins_not_defined(live_xml: str, defined_xml: str) -> list[str]:
     """The pins of a guest's live XML that its persistent definition
     lacks, as canonical XML text, sorted: the live-only pins a pass (or
     ``release``) wrote, which nova carries into a live migration's
-    destination unless the filter is installed (nova.rst, "Switch it
+    destination unless the filter is installed (admin/nova.rst, "Switch it
     off", step 3). Pins nova defined (a nova-placed guest) are in both
     and are not listed. ``StripError`` if either is not a domain."""
     def parsed(text: str, what: str) -> ET.Element:

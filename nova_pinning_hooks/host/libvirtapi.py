@@ -95,7 +95,8 @@ HELD = {getattr(libvirt, 'VIR_DOMAIN_PAUSED_' + name): text
 # until the switch-over (minutes for a large guest), a live dump or a
 # backup never pauses it. Its job shows only in ``jobStats``: any type
 # but none, "completed" included (a live dump here read "completed"
-# while libvirt still wrote it out; security.rst, "A guest held by a job
+# while libvirt still wrote it out; reference/security.rst, "A guest held by a
+# job
 # of libvirt's"); why is in its operation.
 JOB_NONE = None if _missing else libvirt.VIR_DOMAIN_JOB_NONE
 JOB_OPERATION = {getattr(libvirt, 'VIR_DOMAIN_JOB_OPERATION_' + name): text

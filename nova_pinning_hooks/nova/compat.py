@@ -35,7 +35,8 @@ from nova_pinning_hooks.nova import migration
 
 RATIO_PARAMETERS = ['provider_tree', 'nodename']
 # The nova releases (major versions) the package is tested with, each
-# inside its own functional test framework (doc/source/nova.rst, "Release
+# inside its own functional test framework
+# (doc/source/reference/nova-integration.rst, "Release
 # matrix"). Another release is checked by capability all the same
 # (``lacking``); ``nova-pinning-status upgrade check`` warns of it.
 TESTED = (29, 34)  # from, to (inclusive)

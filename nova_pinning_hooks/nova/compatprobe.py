@@ -14,7 +14,7 @@ one line of JSON from it::
   here: what nova-compute's activation would refuse to start without;
 * ``tested``: the release is one of ``compat.TESTED``,
   ``tested_releases`` (the first and the last; the release matrix of
-  doc/source/nova.rst);
+  doc/source/reference/nova-integration.rst);
 * ``error``: why nova's libvirt driver could not be imported.
 
 Invariants:

@@ -6,7 +6,8 @@ nova's scheduler sees each compute node's ``stats`` as
 (``ResourceTracker.stats[nodename]``, a ``nova.compute.stats.Stats``),
 filled at each periodic audit from what the virt driver's
 ``get_available_resource`` returns under ``'stats'`` and saved with the
-``ComputeNode`` (``doc/source/nova.rst``, "Across the cloud", names the
+``ComputeNode`` (``doc/source/reference/nova-integration.rst``, "Across the
+cloud", names the
 lines in nova 29 to 34). The audit runs every minute; between two, every
 claim, abort and usage update of an instance ends in
 ``ResourceTracker._update``, which saves the node when it changed. That

@@ -15,7 +15,7 @@ Invariants:
   link: the release that wrote it is its ``nova_pinning_build_info``
   series' ``version`` label. The textfile's format is Prometheus' text
   exposition, with no version of its own; what a release changes in it
-  is its series (``doc/source/steal.rst``).
+  is its series (``doc/source/admin/steal.rst``).
 """
 
 import typing

@@ -1,10 +1,12 @@
 """nph-compute2 in kolla-ansible's containers (``tools/cloud.sh up
---compute2 kolla``; doc/source/deploy.rst, "The cloud's nph-compute2 in
+--compute2 kolla``; doc/source/reference/deployments.rst, "The cloud's
+nph-compute2 in
 kolla's containers"): the layout as the kernel shows it, and the
 package's PID-namespace handling inside that real nova-compute. The
 other tests of tests/cloud run against either layout; these only
 against kolla's (skipped, and said so, in the host layout). The isolation
-agent runs beside nova_compute in its own container, as deploy.rst
+agent runs beside nova_compute in its own container, as
+reference/deployments.rst
 tells kolla operators, reading what nova-compute wrote in the state
 directory they share."""
 

@@ -212,7 +212,7 @@ class TestLifecycle(base.CloudTestCase):
         self.assert_no_compute_error()
 
     def test_switched_off_our_pins_never_reach_another_host(self):
-        """doc/source/nova.rst's switch-off ([nova_pinning] enabled =
+        """doc/source/admin/nova.rst's switch-off ([nova_pinning] enabled =
         false, the driver line kept): a guest the package had pinned to
         CPU 1 of nph-compute1, live-migrated afterwards, arrives on
         nph-compute2 without that pin (CPU 1 is nph-compute2's

@@ -4,7 +4,8 @@ The package is switched on by naming its notification driver in
 ``[oslo_messaging_notifications] driver``, an option that takes several
 values; a cloud whose other services (ceilometer, designate, ...) consume
 nova's notifications has ``driver = messagingv2`` there too. The cloud's
-computes run with both (tools/cloud.sh, as doc/source/deploy.rst tells
+computes run with both (tools/cloud.sh, as doc/source/reference/deployments.rst
+tells
 kolla-ansible and OpenStack-Ansible operators), and this test reads
 nova's versioned notifications from RabbitMQ, the queue their topic
 fills (``versioned_notifications.info``), while the package pins the

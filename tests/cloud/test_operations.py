@@ -21,7 +21,8 @@ class TestOperations(base.CloudTestCase):
         start = time.monotonic()
         self.assert_pinned(package_on)
         # How long after nova said the operation was done the kernel
-        # showed the policy (a detail, never a bound: see performance.rst).
+        # showed the policy (a detail, never a bound: see
+        # reference/performance.rst).
         self.lags.append('%-48s %s %.2f s' % (
             name, 'on ' if package_on else 'off', time.monotonic() - start))
         outcome = []

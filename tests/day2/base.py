@@ -18,7 +18,8 @@ flavors running on both computes, and is measured the same way:
   after.
 
 Each result is one JSON line in ``$NPH_DAY2_TABLE`` (when set), from
-which doc/source/nova.rst's table is made. ``tools/run-tests.sh day2``
+which doc/source/reference/nova-integration.rst's table is made.
+``tools/run-tests.sh day2``
 runs them; they are not in every landing's run (``tox -e day2``).
 """
 

@@ -5,7 +5,8 @@ same on and off, and the running guests pinned throughout: 0 unpinned
 guest-seconds beyond one pass per event.
 
 nova 34 itself can hang under a RabbitMQ outage, package on or off
-(ENVIRONMENT.md; doc/source/nova.rst, "Day two"): where a server stays
+(ENVIRONMENT.md; doc/source/reference/nova-integration.rst, "Day two"): where a
+server stays
 in BUILD, the case records it and restarts that nova-compute, as an
 operator would, and asserts what the package controls: no error of its
 own, the guests that run pinned, and after the restart every server

@@ -76,7 +76,8 @@ class TestRestarts(base.DayTwoCase):
                 if package == 'on':
                     self.check(figures, survive='nova_compute' in what)
         # nova_libvirt comes last in each round: its guests may go with
-        # it (here they do: nova.rst, "Day two"), which is kolla's and
+        # it (here they do: reference/nova-integration.rst, "Day two"), which
+        # is kolla's and
         # libvirt's, the same with the package off.
         self.assertEqual(died['off', 'podman restart nova_libvirt'],
                          died['on', 'podman restart nova_libvirt'], died)

@@ -7,7 +7,8 @@ created behind its back is pinned, and a pin changed with ``virsh vcpupin
 that only libvirt's events can have driven the pass; SIGTERM stops it
 with exit status 0, the host lock free. How long each took is recorded
 in the test's details, never asserted: speed is a benchmark's figure
-(doc/source/performance.rst), and a timed test fails on a loaded machine
+(doc/source/reference/performance.rst), and a timed test fails on a loaded
+machine
 where the behaviour is right.
 """
 

@@ -1,4 +1,5 @@
-"""The steps of doc/source/deploy.rst that can run on this (Debian 12) host.
+"""The steps of doc/source/reference/deployments.rst that can run on this
+(Debian 12) host.
 
 * pip into Debian's system Python is refused (PEP 668,
   ``EXTERNALLY-MANAGED``);
@@ -28,7 +29,8 @@ import testtools
 from tests.functional import base
 
 SYSTEM_PYTHON = '/usr/bin/python3'
-DOC = os.path.join(base.TOP, 'doc', 'source', 'deploy.rst')
+DOC = os.path.join(base.TOP, 'doc', 'source', 'reference',
+                   'deployments.rst')
 
 
 def _debian_missing():
@@ -41,7 +43,8 @@ def _debian_missing():
 
 
 def doc_block(name):
-    """The literal block that follows ``.. <name>`` in deploy.rst."""
+    """The literal block that follows ``.. <name>`` in
+    reference/deployments.rst."""
     with open(DOC) as f:
         text = f.read()
     match = re.search(r'\n\.\. %s\n\n::\n\n((?:    [^\n]*\n|\n)+)'

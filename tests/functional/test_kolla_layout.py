@@ -1,5 +1,5 @@
 """kolla-ansible's container layout, run for real with Debian's podman
-(issue 32, part 3; doc/source/deploy.rst, "kolla-ansible").
+(issue 32, part 3; doc/source/reference/deployments.rst, "kolla-ansible").
 
 ``tools/kolla-images.sh`` builds kolla's images once per machine (cached
 by a key of their inputs) and ``tools/kolla-compute.sh`` starts them with
@@ -18,7 +18,7 @@ stand-in's Cpus_allowed_list in the host's /proc is the proof, and
 ``kolla-compute.sh undo`` puts it back.
 
 Both agents' containers run with least privilege (issue 40, M-2;
-doc/source/security.rst, "Least privilege"): not privileged, no
+doc/source/reference/security.rst, "Least privilege"): not privileged, no
 capability but CAP_SYS_NICE for the isolation agent (and CAP_DAC_OVERRIDE
 on cgroup v1, this machine's) and none for the binding agent, no new
 privileges, a read-only root, no network, and only
@@ -174,7 +174,7 @@ class TestKollaLayout(base.FunctionalTestCase):
         return json.loads(out)[0]
 
     def assert_least_privilege(self, container, caps, mounts):
-        """``container`` runs as deploy.rst's agents must: not
+        """``container`` runs as reference/deployments.rst's agents must: not
         privileged, a read-only root, no network, no new privileges, no
         capability but ``caps`` (the kernel's view of its process), and
         the host paths ``mounts`` (destination: read-only) alone."""
@@ -412,7 +412,8 @@ class TestKollaLayout(base.FunctionalTestCase):
         self.assertEqual(0, status.returncode, status.stderr)
         self.assertIn('applied: v1 on CPUs 0,', status.stdout)
 
-        # Switched off as deploy.rst says: the container stopped, undo in
+        # Switched off as reference/deployments.rst says: the container
+        # stopped, undo in
         # a one-shot container; both processes back where they were.
         undo()
         self.assertEqual(every, self.cpus_allowed(sleeper))
@@ -421,7 +422,8 @@ class TestKollaLayout(base.FunctionalTestCase):
             '/sys/fs/cgroup/cpuset/' + ISOLATE_GROUP))
 
     def test_derived_image(self):
-        # deploy.rst's "A derived image": FROM kolla's nova-compute (the
+        # reference/deployments.rst's "A derived image": FROM kolla's
+        # nova-compute (the
         # package not in it), USER root, pip install into kolla's venv
         # with kolla's constraints, USER nova.
         proc = subprocess.run([IMAGES, 'build'], capture_output=True,

@@ -24,7 +24,7 @@ shipped durations (tests/unit/prometheus/rules_test.yml).
 
 With ``NPH_PROMETHEUS_DUMP=FILE`` the answers behind the dashboard's
 main panel (steal per guest, as a range query) are written to FILE as
-JSON: ``tools/plot-steal-panel.py`` draws doc/source/steal-panel.png
+JSON: ``tools/plot-steal-panel.py`` draws doc/source/admin/steal-panel.png
 from it (``NPH_PROMETHEUS_RUN_SECONDS=N`` scrapes longer first).
 """
 
@@ -124,7 +124,7 @@ class TestRealPrometheus(base.FunctionalTestCase):
     def write_config(self):
         """The agent's configuration: the overcommit file (so that its
         series are served), the textfile, a resync every 2 s (so that the
-        textfile's counters move between scrapes: see steal.rst)."""
+        textfile's counters move between scrapes: see admin/steal.rst)."""
         oc = os.path.join(self.tmp, 'oc.json')
         overcommitfile.write(oc, {
             'version': 1, 'host': socket.gethostname(),

@@ -1,5 +1,5 @@
 """The overcommit file on a filesystem read-only as a whole, as the
-kernel makes one (issue 40, L-2; doc/source/security.rst, "Who writes
+kernel makes one (issue 40, L-2; doc/source/reference/security.rst, "Who writes
 what where").
 
 An ext4 error remounts the state filesystem read-only: nova-compute

@@ -5,7 +5,7 @@ Guests are defined as nova defines them (persistent, no pin in their
 definition), started, and pinned by a pass; then the command is run as
 an operator runs it, in its own process. What it reports is checked
 against libvirt's own view (``virsh dumpxml`` and ``--inactive``, the
-comparison doc/source/nova.rst gives operators) through "Switch it
+comparison doc/source/admin/nova.rst gives operators) through "Switch it
 off": pinned, released (the pins stay in the live XML; release writes
 them to every managed guest), restarted (gone).
 """
@@ -86,7 +86,7 @@ class TestUpgradeCheck(base.FunctionalTestCase):
             ',', ' ').split() if name.startswith(base.PREFIX))
 
     def recipe(self):
-        """doc/source/nova.rst's comparison, run as written there: the
+        """doc/source/admin/nova.rst's comparison, run as written there: the
         running guests whose live pins differ from their definition's."""
         proc = subprocess.run(
             ['bash', '-c', 'for d in $(virsh list --name); do diff '

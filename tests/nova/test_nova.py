@@ -116,7 +116,7 @@ class NovaChildTestCase(testtools.TestCase):
                          self.overcommit['ratio_source'])
         self.assertEqual('0-1', self.overcommit['shared_cpus'])
         self.assertEqual('compute-test', self.overcommit['host'])
-        # The activation lines nova.rst tells operators to look for reach
+        # The activation lines admin/nova.rst tells operators to look for reach
         # nova-compute's log file, though the package was activated
         # before nova set up its logging.
         self.assertIn('nova-pinning-hooks: wrote %s/overcommit.json'

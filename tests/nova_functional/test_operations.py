@@ -12,7 +12,8 @@ Switched on as an operator does (``[oslo_messaging_notifications] driver
 = nova_pinning``) except that nova's test fixtures replace the
 notification drivers, and our driver activates only inside the
 nova-compute program; so the test makes the call the driver makes,
-``activation.activate(CONF)``, documented in doc/source/nova.rst.
+``activation.activate(CONF)``, documented in
+doc/source/reference/nova-integration.rst.
 
 Passes never reach the real host: the reconciler is replaced by a
 recorder (passes against nova's fake libvirt would test nothing of ours
@@ -24,7 +25,8 @@ and after which method (``PASSES``), the longest time the hook spent on
 nova's thread, the live migration's destination XML without our pins,
 and the overcommit file following a ratio change made through the
 placement API. The per-operation table is written to
-``$NPH_NOVA_TABLE`` when set (doc/source/nova.rst shows it).
+``$NPH_NOVA_TABLE`` when set (doc/source/reference/nova-integration.rst shows
+it).
 
 Each step waits for its own operation, never for a record an earlier
 step left (issue 47): a migration record the step made or moved

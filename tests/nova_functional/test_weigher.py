@@ -52,7 +52,8 @@ The weigher's cost is measured where nova calls it
 nova's whole weighing beside it (``HostWeightHandler.get_weighed_objects``
 with every weigher), in CPU time of the calling thread and wall time.
 The results are written to ``$NPH_NOVA_WEIGHER_TABLE`` when set
-(doc/source/nova.rst and performance.rst show them).
+(doc/source/reference/nova-integration.rst and reference/performance.rst show
+them).
 
 ``NPH_TEST_WEIGHER_NEUTRAL=1`` runs the same test with the weigher's
 scoring disabled (``summary.score`` neutral for every host): it must
@@ -105,7 +106,7 @@ MIB_PER_VCPU = 1024
 FLAVORS = ((1, 30), (2, 30), (4, 25), (8, 15))  # vCPUs, weight (%)
 # The sequence's seed, and its load (the guests' vCPUs over the
 # computes' pCPUs, at least); others for exploring (the assertions may
-# then fail: doc/source/performance.rst).
+# then fail: doc/source/reference/performance.rst).
 SEED = int(os.environ.get('NPH_TEST_WEIGHER_SEED', '41'))
 LOAD = float(os.environ.get('NPH_TEST_WEIGHER_LOAD', '1.0'))
 DEFAULT_WEIGHERS = ['nova.scheduler.weights.all_weighers']

@@ -25,7 +25,8 @@ images, so that it asks systemd over D-Bus:
   call's serial).
 
 Before the fix (e89f00d) the first message carrying a call's serial was
-taken as systemd's answer: see doc/source/security.rst for what this test
+taken as systemd's answer: see doc/source/reference/security.rst for what this
+test
 showed then.
 """
 

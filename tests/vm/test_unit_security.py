@@ -1,5 +1,5 @@
 """The shipped systemd units' sandbox (issue 40, M-2; doc/source/
-security.rst, "Least privilege"), on a real systemd (the VM).
+reference/security.rst, "Least privilege"), on a real systemd (the VM).
 
 ``systemd-analyze security`` scores each unit's exposure as installed
 (0 is the least exposed, 10 "UNSAFE"): it must stay at or below the value

@@ -12,7 +12,7 @@ nova_conf_args() {  # N: the config files of compute N
 }
 
 # The guests' CPU mode: nova's default (host-model) does not start on
-# every machine (doc/source/nova.rst, "In a real cloud"): the first mode
+# every machine (doc/source/reference/nova-integration.rst, "In a real cloud"): the first mode
 # that a tiny guest on compute 1's libvirtd really starts with
 # (tools/cpu_mode.py), kept with the cloud for this machine and probed
 # again on another. One file for both computes, so they agree (live

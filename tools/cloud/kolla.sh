@@ -6,7 +6,7 @@
 
 # --- nph-compute2 in kolla-ansible's containers (--compute2 kolla) ---------
 # tools/kolla-compute.sh starts them with kolla-ansible's options; what
-# this cloud adds (doc/source/deploy.rst, "The cloud's nph-compute2 in
+# this cloud adds (doc/source/reference/deployments.rst, "The cloud's nph-compute2 in
 # kolla's containers"): libvirtd on host 2's address and port; in both
 # containers host 2's instances directory at the path nova.conf and
 # compute 1 have (a block live migration copies each disk to the path

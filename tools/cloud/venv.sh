@@ -22,7 +22,7 @@ build_venv() {
         echo "$want" > "$stamp"
     fi
     # The package from this checkout (it is what we test), the way
-    # OpenStack-Ansible installs it (doc/source/deploy.rst): a wheel,
+    # OpenStack-Ansible installs it (doc/source/reference/deployments.rst): a wheel,
     # into nova's venv, with the series' upper-constraints (os_nova's
     # nova_user_pip_packages go through the venv build with them), its
     # own requirements resolved there, nothing built. Installed again when

@@ -1,5 +1,5 @@
 """The binding policy: the seed's rules as pure functions, one module a
-decision stage (doc/source/policy.rst):
+decision stage (doc/source/reference/policy.rst):
 
 * ``options``: what a plan is made with (``Options``) and its one check
   against the host (``validate``, ``ratio_ok``);

@@ -1,6 +1,6 @@
 """The guest pool, the totals the rules compare, and the host's layout.
 
-The seed's rules (doc/source/policy.rst), over totals alone:
+The seed's rules (doc/source/reference/policy.rst), over totals alone:
 
 1. total managed vCPUs > |P| x r: every managed guest -> host range (P);
 2. per node n, single-node guests totalling V_n:
@@ -39,7 +39,7 @@ EMPTY_POOL = ('the guest pool is empty: every CPU is reserved or '
 def guest_pool(host: topology.HostTopology,
                guests: typing.Iterable[guest_mod.Guest],
                options: options_mod.Options) -> frozenset[int]:
-    """The guest pool P (doc/source/policy.rst, "Terms")."""
+    """The guest pool P (doc/source/reference/policy.rst, "Terms")."""
     pool = set(host.cpus)
     for cpus in (options.reserved_cpus, options.dedicated_cpus):
         pool -= cpus or set()

@@ -18,7 +18,7 @@ the package's own ``Bus``: ``apply`` and ``undo`` ten times, then
 
 Before the fix (the first message carrying a call's serial was the
 answer), on dbus-broker: the record poisoned and watch dead (see
-doc/source/security.rst). Now: no record poisoned, watch alive, the
+doc/source/reference/security.rst). Now: no record poisoned, watch alive, the
 forged messages counted as ignored.
 
 Prerequisites: root, ``dbus-broker-launch`` and ``systemd-socket-activate``

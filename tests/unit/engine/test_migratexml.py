@@ -137,7 +137,7 @@ class TestOnlyOurElements(testtools.TestCase):
 
     def test_a_huge_metadata_comment(self):
         # 160 KB of "<numatune " took 29 s (quadratic) before; linear now
-        # (figures in doc/source/security.rst, not timed here).
+        # (figures in doc/source/reference/security.rst, not timed here).
         xml = self.metadata('    <!-- ' + '<numatune ' * 16384 + '-->\n')
         text, removed = migratexml.strip_pins(xml)
         self.assertEqual((4, _without(xml, *self.PINS)), (removed, text))

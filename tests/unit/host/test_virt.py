@@ -344,7 +344,7 @@ class TestApply(AdapterTestCase):
         return result
 
     def test_a_job_completed_in_qemu_still_holds_the_guest(self):
-        # Seen on the real libvirtd (security.rst): a live dump read
+        # Seen on the real libvirtd (reference/security.rst): a live dump read
         # 'type': completed while libvirt still wrote it out, its job
         # still there.
         result = self.apply_beside_a_job(

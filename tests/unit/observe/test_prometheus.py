@@ -51,11 +51,11 @@ class TestPromtool(testtools.TestCase):
 
     def test_every_alert_has_a_runbook_section(self):
         """Each alert's runbook_url is its own section of
-        doc/source/runbook.rst: a title naming the alert (Sphinx's anchor
+        doc/source/admin/runbook.rst: a title naming the alert (Sphinx's anchor
         is the title in lower case), with what it means, what to check
         and what to do."""
         with open(os.path.join(promql.TOP, 'doc', 'source',
-                               'runbook.rst')) as f:
+                               'admin', 'runbook.rst')) as f:
             lines = f.read().splitlines()
         sections = {}
         for i, line in enumerate(lines[1:], 1):
@@ -64,7 +64,7 @@ class TestPromtool(testtools.TestCase):
         rules = promql.alert_rules()
         self.assertEqual(9, len(rules))
         for name, rule in rules.items():
-            self.assertEqual('runbook.html#' + name.lower(),
+            self.assertEqual('admin/runbook.html#' + name.lower(),
                              rule['annotations'].get('runbook_url'), name)
             self.assertIn(name, sections)
             nxt = min([n for n in sections.values() if n > sections[name]]

@@ -121,7 +121,7 @@ class TestPass(ReconcilerTestCase):
         self.assertEqual(0, sum(self.fake.calls.values()))
 
     def test_release_runs_switched_off(self):
-        # Switched off is when release is run (doc/source/nova.rst).
+        # Switched off is when release is run (doc/source/admin/nova.rst).
         self.boot('a', 2)
         self.rec.run_pass()
         self.configure(enabled=False)

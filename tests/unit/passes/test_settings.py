@@ -47,7 +47,7 @@ class TestPolicyOverrides(testtools.TestCase):
         self.assertLessEqual(settings.FROM_SNAPSHOT, fields)
 
     def test_emulator_threads_default_is_shared(self):
-        # doc/source/performance.rst: the measurement behind it.
+        # doc/source/reference/performance.rst: the measurement behind it.
         conf = cfg.ConfigOpts()
         conf_mod.register_opts(conf)
         conf([], default_config_files=[])

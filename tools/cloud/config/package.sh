@@ -5,9 +5,9 @@
 # directory (package, weigher), which "status" reads.
 # shellcheck disable=SC2154  # the globals: tools/cloud.sh sets them
 
-# The operator's switch (doc/source/nova.rst), beside the notification
+# The operator's switch (doc/source/admin/nova.rst), beside the notification
 # driver a cloud whose other services consume nova's notifications has
-# (doc/source/deploy.rst: kolla-ansible writes messagingv2 then): both
+# (doc/source/reference/deployments.rst: kolla-ansible writes messagingv2 then): both
 # lines, so that nova's notifications keep flowing while the package is
 # on (tests/cloud/test_notifications.py); off removes ours only.
 write_package_conf() {
@@ -17,7 +17,7 @@ write_package_conf() {
             echo "[oslo_messaging_notifications]"
             echo "driver = messagingv2"
             if [ "$package" != off ]; then echo "driver = nova_pinning"; fi
-            # Switched off the way doc/source/nova.rst says: loaded, only
+            # Switched off the way doc/source/admin/nova.rst says: loaded, only
             # the filter that keeps its pins out of migration and
             # unrescue XML.
             if [ "$package" = disabled ]; then
@@ -28,7 +28,7 @@ write_package_conf() {
     echo "$package" > "$STATE/package"
 }
 
-# nova-scheduler's weighers (doc/source/nova.rst, "Across the cloud"): on,
+# nova-scheduler's weighers (doc/source/reference/nova-integration.rst, "Across the cloud"): on,
 # nova's own and the package's OneToOneWeigher, on one line (a list
 # option: a second line would replace the first); off, nova's default.
 # It follows the package (an operator installs both), and "cloud.sh

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Fleet: which host nova's scheduler picks, and what the package then
 gives the guest there. The one-to-one share of a simulated cloud with
-nova's default weighers, with packing, and with the one-to-one weigher.
+nova's default weighers, with packing, and with the one-to-one weigher,
+one request at a time or in bursts weighed in parallel.
 
 Usage: python benchmarks/fleet.py [--quick] [--seeds 3] [--loads ...]
-       [--fleets uniform,mixed] [--audit 0.0167] [--audit-only]
+       [--fleets uniform,mixed] [--bursts 1,4,8] [--workers 0]
+       [--delay 2] [--subset 1] [--audit 0.0167] [--audit-only]
        [--multiplier M] [--sweep] [--cost] [--jobs 1] [--json FILE]
 
 The model (doc/source/reference/performance.rst, "Across the cloud", says what it
@@ -15,54 +17,67 @@ leaves out):
   30 on node 0 and 32 on node 1); *mixed*, 20 of those and 20 of 1 node
   x 24 cores x 2 threads, 384 GiB, one core reserved (pool 46). Each
   host's nova inventory is its pool (``cpu_shared_set``),
-  ``cpu_allocation_ratio`` 4.0, RAM ratio 1.0, 512 MiB reserved;
+  ``cpu_allocation_ratio`` 4.0, RAM ratio 1.0, 512 MiB reserved, local
+  disk for its VCPU inventory at 10 GiB a vCPU and a fifth more;
 * guests: flavors of 1, 2, 4, 8 and 16 vCPUs (30/30/25/10/5 %), 2 GiB
-  a vCPU; Poisson arrivals, exponential lifetimes (mean 1), as many as
-  make the fleet's mean load (guest vCPUs / pool pCPUs) the given one;
-  the same arrivals, flavors and lifetimes for every way of choosing;
+  and 10 GiB of disk a vCPU; Poisson arrivals, exponential lifetimes
+  (mean 1, taken as an hour), as many as make the fleet's mean load
+  (guest vCPUs / pool pCPUs) the given one; the same arrivals, flavors
+  and lifetimes for every way of choosing;
+* parallel scheduling (``Scenario``): after the steady state the fleet
+  starts in (placed one by one), the arrivals come in bursts of
+  ``--bursts`` B, weighed by ``--workers`` scheduler workers (0: one a
+  request, none sees another's choice; a worker weighing several sees
+  its own, nova's ``HostState.consume_from_request``, until the node is
+  saved again); a claim reaches nova's database ``--delay`` seconds
+  after its choice; placement's allocations count at once; nova picks
+  among the ``--subset`` best (``host_subset_size``); ties fall in
+  placement's order, the same for a whole burst;
 * each host is planned by the package's engine (``policy.make_plan``)
-  after every arrival and departure, with the pins of the last plan
+  after every claim and departure, with the pins of the last plan
   carried into the next (as a live host reads them back). A new guest
   has no memory facts at its first pass (its home is chosen); its
   memory then lands where its vCPUs run: on its home node when it is
   one-to-one or on a node range, spread over the nodes when it floats
   over the host (host range) or the cross-node range, which makes it a
   cross-node guest from its next pass on (then planned at once);
-* nova's scheduler: the hosts placement would offer (VCPU and
-  MEMORY_MB room), weighed as nova's weight handler does: each
-  weigher's raw weights normalised (``nova.weights.normalize``: RAM and
-  CPU weighers with ``minval`` 0, the one-to-one weigher with its fixed
-  bounds -1 and 1), times its multiplier, summed; the best host wins, a
-  tie broken at random (placement's order). *default*: ``RAMWeigher``
-  + ``CPUWeigher``, multipliers 1.0; *packing*: multipliers -1.0;
-  *weigher*: default + ``OneToOneWeigher`` (``summary.forecast`` and
-  ``summary.score``) with ``--multiplier`` (default: the package's
-  default);
+* nova's scheduler: the hosts placement would offer (VCPU room), nova's
+  whole default weigher set at its default multipliers (``nova_weights``:
+  RAM, CPU and disk 1.0, I/O operations -1.0; the others weigh every
+  host here alike, ``NOVA_WEIGHERS`` says why), each weigher's raw
+  weights normalised (``nova.weights.normalize``; the one-to-one
+  weigher with its fixed bounds -1 and 1), times its multiplier,
+  summed; *default*: nova's; *packing*: RAM, CPU and disk at -1.0;
+  *weigher*: default + ``OneToOneWeigher`` (``weigher.weigh_hosts``)
+  with ``--multiplier`` (default: the package's default);
 * what the weigher sees: each host's summary as nova-compute last
-  reported it: at every claim (the last pass's, before the new guest's
-  pass), every deletion (less the guest gone) and every periodic audit
-  (every ``--audit`` mean lifetimes, each host at its own phase: 1/60
-  is nova's 60 s audit for guests living an hour; 0: after every pass),
-  as ``nova.nodesummary`` reports it from nova's
+  saved it (``View``): at every claim (the last pass's, before the new
+  guest's pass), every deletion (less the guest gone) and every
+  periodic audit (every ``--audit`` mean lifetimes, each host at its own
+  phase: 1/60 is nova's 60 s audit; 0: after every pass), as
+  ``nova.nodesummary`` reports it from nova's
   ``ResourceTracker._update``; ``--audit-only``: at the audit alone, as
   a report from the driver's ``get_available_resource`` would be. With
   it the vCPUs nova placed since (``vcpus_used`` minus the summary's
-  ``seen``: nova's resource tracker counts each claim at once);
+  ``seen``);
 * measured: the share of running guest vCPUs the engine binds
-  one-to-one, time-averaged over ``--measure`` mean lifetimes after
-  ``--warmup`` of them; requests no host had room for are counted.
+  one-to-one and the share of hosts without a guest, time-averaged over
+  ``--measure`` mean lifetimes after ``--warmup`` of them; requests no
+  host had room for are counted.
 
 ``--cost`` times the weigher on 1,000 hosts (CPU time, median of 20
 rounds, so that other work on the machine counts little): the pure path
-(``summary.decode``, cached per text as the weigher caches it, then
-``forecast`` and ``score``) always; with nova importable (run with
-``.tox/nova-34-env/bin/python``), also ``OneToOneWeigher`` and nova's
+(``weigher.weigh_hosts``: the cached decode, ``forecast`` and
+``hostchoice``) always; with nova importable (run with
+``.tox/nova-34/bin/python``), also ``OneToOneWeigher`` and nova's
 ``RAMWeigher`` and ``CPUWeigher`` through nova's own weight handler on
 1,000 ``HostState`` objects.
 """
 
 import argparse
+import collections
 import heapq
+import itertools
 import json
 import math
 import multiprocessing
@@ -71,6 +86,7 @@ import random
 import statistics
 import sys
 import time
+import typing
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
@@ -80,6 +96,7 @@ from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
 from nova_pinning_hooks.engine import policy  # noqa: E402
 from nova_pinning_hooks.engine import summary as summary_mod  # noqa: E402
 from nova_pinning_hooks.engine import topology  # noqa: E402
+from nova_pinning_hooks.nova import weigher as weigher_mod  # noqa: E402
 from tests import passmodel  # noqa: E402
 from tests.unit import hosts as host_xml  # noqa: E402
 
@@ -91,6 +108,7 @@ RESERVED_MB = 512
 GIB_KIB = 1024 * 1024
 LOADS = (0.5, 0.8, 1.0, 1.3, 2.0)
 WAYS = ('default', 'packing', 'weigher')
+SWEEP = (10.0, 20.0, 30.0, 50.0)  # --sweep's multipliers
 
 
 def topo(nodes, cores, threads, node_gib):
@@ -109,8 +127,48 @@ SHAPES = {'big': (2, 16, 2, 256), 'small': (1, 24, 2, 384)}
 FLEETS = {'uniform': ('big',) * 40, 'mixed': ('big', 'small') * 20}
 
 
+# Time is counted in guests' mean lifetimes, taken as an hour: nova's
+# periodic audit (60 s) is 1/60 of it.
+SECOND = 1 / 3600
+# From the scheduler's choice to the compute's claim saved in nova's
+# database (the build's RPC through the conductor, ``instance_claim``,
+# ``ResourceTracker._update``), and how long a build counts in the
+# host's ``io_workload`` (until the next audit after it ends).
+CLAIM_DELAY = 2 * SECOND
+BUILD_TIME = 20 * SECOND
+DISK_GIB_PER_VCPU = 10
+
+
+class Scenario(typing.NamedTuple):
+    """How the scheduler runs: ``burst`` requests arrive at once and are
+    weighed on one view of the hosts by ``workers`` scheduler workers
+    (0: one each, none sees another's choice; a worker weighing several
+    sees its own, as nova's ``HostState.consume_from_request`` makes it
+    see them), each claim reaches nova's database ``delay`` after its
+    choice, and nova picks at random among the ``subset`` best hosts
+    (``[filter_scheduler] host_subset_size``)."""
+
+    burst: int = 1
+    workers: int = 0
+    delay: float = CLAIM_DELAY
+    subset: int = 1
+
+
+class View(typing.NamedTuple):
+    """A compute node as nova's database holds it (what the scheduler's
+    ``HostState`` is refreshed from), saved at each ``_update``."""
+
+    version: int
+    text: typing.Optional[str]
+    vcpus_used: int
+    ram_used: int
+    disk_used: int
+    io: int  # stats' io_workload: instances building
+
+
 class Host:
-    """One compute host: its guests, the engine's plan, nova's view."""
+    """One compute host: its guests, the engine's plan, what placement
+    holds (every allocation at once) and nova's database view."""
 
     def __init__(self, index, shape):
         self.index = index
@@ -120,34 +178,37 @@ class Host:
         self.pool = len(policy.guest_pool(self.topo, (), self.options))
         self.memory_mb = sum(n.memory_kib for n in
                              self.topo.nodes.values()) // 1024
+        # Local disk: the VCPU inventory's room at 10 GiB a vCPU, and a
+        # fifth more (disk never binds before vCPUs).
+        self.disk_gb = int(self.pool * RATIO * DISK_GIB_PER_VCPU * 1.2)
         self.pool_nodes = [n for n, node in self.topo.nodes.items()
                            if node.cpus - reserved]
         self.guests = {}
-        self.vcpus_used = 0  # nova's resource tracker: every claim
-        self.ram_used = 0
+        self.vcpus_used = 0  # on the compute (its resource tracker)
+        self.alloc = 0       # placement's allocations (at the choice)
         self.one_to_one = 0
         self.plan = policy.make_plan(self.topo, [], self.options)
-        self.summary = None  # as the last audit reported it
-        self.text = None
+        self.builds = []     # claim times of the builds in io_workload
+        self.db = View(0, None, 0, 0, 0, 0)
 
-    def room(self, vcpus, mb):
-        """Placement's view: VCPU and MEMORY_MB inventory left."""
-        return (self.pool * RATIO - self.vcpus_used >= vcpus and
-                self.memory_mb - RESERVED_MB - self.ram_used >= mb)
+    def room(self, vcpus):
+        """Placement's view: VCPU inventory left (memory and disk follow
+        the vCPUs and never bind before them here)."""
+        return self.pool * RATIO - self.alloc >= vcpus
 
-    def arrive(self, uuid, vcpus):
+    def arrive(self, uuid, vcpus, now):
         mb = vcpus * MIB_PER_VCPU
         self.guests[uuid] = guest_mod.Guest(
             uuid, uuid, True, tuple(range(vcpus)), {}, None, None, {},
             None, None, mb * 1024, True, False, {})
         self.vcpus_used += vcpus
-        self.ram_used += mb
+        self.builds.append(now)
         self.replan()
 
     def leave(self, uuid):
         g = self.guests.pop(uuid)
         self.vcpus_used -= g.vcpu_count
-        self.ram_used -= g.memory_kib // 1024
+        self.alloc -= g.vcpu_count
         self.replan()
 
     def replan(self):
@@ -158,12 +219,22 @@ class Host:
         self.one_to_one = sum(len(gp.vcpu_pins) for gp in p.guests
                               if gp.mode == plan_mod.DEDICATED)
 
-    def audit(self, now):
-        """nova's resource audit: the stats the weigher will read."""
-        s = summary_mod.of_plan(self.topo, list(self.guests.values()),
-                                self.plan, self.options, now)
-        self.text = summary_mod.encode(s)
-        self.summary = summary_mod.decode(self.text)
+    def save(self, now, audit=False, summary=True):
+        """``ResourceTracker._update``: the node saved with the summary
+        of the last pass (``nova.nodesummary``), or without a new one
+        (``summary`` False: the summary reaches nova at audits alone).
+        An audit counts again the builds still running."""
+        text = self.db.text
+        if summary:
+            s = summary_mod.of_plan(self.topo, list(self.guests.values()),
+                                    self.plan, self.options, now)
+            text = summary_mod.encode(s)
+        if audit:
+            self.builds = [b for b in self.builds if b + BUILD_TIME > now]
+        self.db = View(self.db.version + 1, text, self.vcpus_used,
+                       self.vcpus_used * MIB_PER_VCPU,
+                       self.vcpus_used * DISK_GIB_PER_VCPU,
+                       len(self.builds))
 
 
 def normalize(values, minval=None, maxval=None):
@@ -177,35 +248,84 @@ def normalize(values, minval=None, maxval=None):
     return [(v - lo) / (hi - lo) for v in values]
 
 
-def weigher_raw(host, vcpus, mb):
-    """``OneToOneWeigher``'s raw weight: ``summary.score`` of the
-    forecast from the host's reported summary."""
-    s = host.summary
-    if s is None:
-        return 0.0
-    f = summary_mod.forecast(s, vcpus, mb * 1024,
-                             host.vcpus_used - s.seen)
-    return summary_mod.score(f)
+class Local:
+    """One scheduler worker's ``HostState`` objects: what it consumed
+    itself (``consume_from_request``) since the database's view it read,
+    dropped once the node is saved again (``HostState.update`` takes a
+    newer ``updated_at``)."""
+
+    def __init__(self):
+        self.added = {}  # host index -> [db version, vCPUs]
+
+    def view(self, host):
+        v = host.db
+        got = self.added.get(host.index)
+        if got is None or got[0] != v.version:
+            return v
+        return v._replace(vcpus_used=v.vcpus_used + got[1],
+                          ram_used=v.ram_used + got[1] * MIB_PER_VCPU,
+                          disk_used=v.disk_used +
+                          got[1] * DISK_GIB_PER_VCPU,
+                          io=v.io + got[2])
+
+    def consume(self, host, vcpus):
+        got = self.added.get(host.index)
+        if got is None or got[0] != host.db.version:
+            got = self.added[host.index] = [host.db.version, 0, 0]
+        got[1] += vcpus
+        got[2] += 1
 
 
-def choose(hosts, vcpus, mb, way, multiplier, rnd):
-    cands = [h for h in hosts if h.room(vcpus, mb)]
-    if not cands:
-        return None
-    rnd.shuffle(cands)  # placement's order: ties fall where they fall
+# nova's default weighers (``nova.scheduler.weights.all_weighers``) at
+# their default multipliers, as nova 34.0.0 has them. Those that vary
+# between hosts here: RAM, CPU and disk (1.0, spread by free room) and
+# I/O operations (-1.0, away from hosts building the most). The others
+# weigh every host here alike (nova's normalisation then gives 0):
+# hypervisor version (1.0: one version), build failures (1,000,000: no
+# failed builds), instances (0.0), cross-cell moves (1,000,000: no
+# move), server group soft (anti-)affinity (1.0: no group), image
+# properties (0.0), metrics (1.0: no metric configured), PCI (1.0: no
+# device on any host).
+NOVA_WEIGHERS = ('ram', 'cpu', 'disk', 'io_ops')
+
+
+def nova_weights(hosts, views, sign):
+    """The sum of nova's default weighers' normalised weights times
+    their multipliers (``sign`` -1: RAM, CPU and disk set to pack)."""
+    ram = normalize([h.memory_mb - RESERVED_MB - v.ram_used
+                     for h, v in zip(hosts, views)], minval=0)
+    cpu = normalize([h.pool * RATIO - v.vcpus_used
+                     for h, v in zip(hosts, views)], minval=0)
+    disk = normalize([h.disk_gb - v.disk_used
+                      for h, v in zip(hosts, views)], minval=0)
+    io = normalize([v.io for v in views], minval=0)
+    return [sign * (a + b + c) - d for a, b, c, d in
+            zip(ram, cpu, disk, io)]
+
+
+class _State(typing.NamedTuple):
+    """What ``OneToOneWeigher`` reads of a ``HostState``."""
+
+    host: str
+    stats: dict
+    vcpus_used: int
+
+
+def choose(cands, views, request, way, multiplier, subset, rnd):
+    """nova's choice among ``cands`` (placement's order) for ``request``
+    (``weigher.Request``): every weigher's weight, the sorted list,
+    one of the ``subset`` best at random."""
     sign = -1.0 if way == 'packing' else 1.0
-    ram = normalize([max(0.0, h.memory_mb - RESERVED_MB - h.ram_used)
-                     for h in cands], minval=0)
-    cpu = normalize([max(0.0, h.pool * RATIO - h.vcpus_used)
-                     for h in cands], minval=0)
-    total = [sign * (a + b) for a, b in zip(ram, cpu)]
+    total = nova_weights(cands, views, sign)
     if way == 'weigher':
-        raw = [max(-1.0, min(1.0, weigher_raw(h, vcpus, mb)))
-               for h in cands]
+        raw = weigher_mod.weigh_hosts(
+            [_State(str(h.index), {summary_mod.KEY: v.text}
+                    if v.text else {}, v.vcpus_used)
+             for h, v in zip(cands, views)], request)
         total = [t + multiplier * w for t, w in
                  zip(total, normalize(raw, -1.0, 1.0))]
-    best = max(range(len(cands)), key=total.__getitem__)
-    return cands[best]
+    ranked = sorted(range(len(cands)), key=lambda i: -total[i])
+    return cands[rnd.choice(ranked[:subset])]
 
 
 def events(fleet, load, seed, horizon):
@@ -231,27 +351,48 @@ def events(fleet, load, seed, horizon):
                     rnd.expovariate(1.0)))
 
 
+def bursts(arrivals, size):
+    """The arrivals at time 0 one by one (the steady state the fleet
+    starts in), then in bursts of ``size`` at the time of each burst's
+    first: the same guests, the same mean load."""
+    out = [[a] for a in arrivals if a[0] == 0.0]
+    rest = arrivals[len(out):]
+    for i in range(0, len(rest), size):
+        chunk = rest[i:i + size]
+        out.append([(chunk[0][0], s, life) for _, s, life in chunk])
+    return out
+
+
 def simulate(fleet, load, seed, way, multiplier, warmup, measure, audit,
-             claims=True):
+             claims=True, scenario=None):
+    scenario = scenario or Scenario()
     hosts = [Host(i, shape) for i, shape in enumerate(FLEETS[fleet])]
     rnd = random.Random('tie-%s-%s-%s-%s' % (fleet, load, seed, way))
     phase = random.Random('audit-%s' % seed)
     next_audit = [phase.random() * audit for _ in hosts]
     for h in hosts:
-        h.audit(0)
-    arrivals = events(fleet, load, seed, warmup + measure)
-    departures = []  # heap of (time, uuid, host)
-    area_oto = area_all = 0.0
+        h.save(0, audit=True)
+    queue = []  # heap of (time, order, kind, data)
+    order = itertools.count()
+    for b in bursts(events(fleet, load, seed, warmup + measure),
+                    scenario.burst):
+        heapq.heappush(queue, (b[0][0], next(order), 'burst', b))
+    workers = [Local() for _ in range(
+        scenario.workers or scenario.burst)]
+    area = collections.Counter()
     last = warmup
     placed = rejected = 0
-    oto = vcpus = 0
+    now_totals = (0, 0, 0)
+    n = 0
 
     def advance(t):
-        nonlocal area_oto, area_all, last
+        nonlocal last
         if t > warmup:
             dt = t - max(last, warmup)
-            area_oto += dt * oto
-            area_all += dt * vcpus
+            oto, vcpus, empty = now_totals
+            area['oto'] += dt * oto
+            area['all'] += dt * vcpus
+            area['empty'] += dt * empty
             last = t
 
     def tick(t):
@@ -259,47 +400,68 @@ def simulate(fleet, load, seed, way, multiplier, warmup, measure, audit,
             return
         for i, h in enumerate(hosts):
             if next_audit[i] <= t:
-                h.audit(t)
+                h.save(t, audit=True)
                 next_audit[i] += audit * math.ceil(
                     (t - next_audit[i]) / audit + 1e-12)
 
     def totals():
         return (sum(h.one_to_one for h in hosts),
-                sum(h.vcpus_used for h in hosts))
+                sum(h.vcpus_used for h in hosts),
+                sum(1 for h in hosts if not h.guests))
 
-    for n, (t, size, life) in enumerate(arrivals):
-        while departures and departures[0][0] <= t:
-            td, uuid, h = heapq.heappop(departures)
-            advance(td)
-            tick(td)
-            h.leave(uuid)
-            if audit <= 0 or claims:
-                h.audit(td)
-            oto, vcpus = totals()
+    while queue:
+        t, _, kind, data = heapq.heappop(queue)
+        if t > warmup + measure:
+            break
         advance(t)
         tick(t)
-        mb = size * MIB_PER_VCPU
-        h = choose(hosts, size, mb, way, multiplier, rnd)
-        if h is None:
-            if t > warmup:
-                rejected += 1
-            continue
-        uuid = 'g%06d' % n
-        if claims and audit > 0:
-            h.audit(t)  # the claim: the last pass's summary
-        h.arrive(uuid, size)
-        if audit <= 0:
-            h.audit(t)
-        if t > warmup:
-            placed += 1
-        heapq.heappush(departures, (t + life, uuid, h))
-        oto, vcpus = totals()
+        if kind == 'leave':
+            h, uuid = data
+            h.leave(uuid)
+            h.save(t, summary=claims or audit <= 0)
+        elif kind == 'claim':
+            h, uuid, size, life = data
+            if claims or audit <= 0:
+                h.save(t)  # the claim: the last pass's summary
+            h.arrive(uuid, size, t)
+            h.save(t, summary=audit <= 0)
+            heapq.heappush(queue, (t + life, next(order), 'leave',
+                                   (h, uuid)))
+        else:
+            initial = t == 0.0
+            # placement's order: the same for every request of a burst
+            # (ties fall alike for all of them)
+            shuffled = hosts[:]
+            rnd.shuffle(shuffled)
+            for i, (_, size, life) in enumerate(data):
+                local = workers[i % len(workers)]
+                cands = [h for h in shuffled if h.room(size)]
+                if not cands:
+                    if t > warmup:
+                        rejected += 1
+                    continue
+                uuid = 'g%06d' % n
+                n += 1
+                request = weigher_mod.Request(size, size * MIB_PER_VCPU
+                                              * 1024, uuid)
+                h = choose(cands, [local.view(c) for c in cands], request,
+                           way, multiplier, scenario.subset, rnd)
+                h.alloc += size
+                local.consume(h, size)
+                if t > warmup:
+                    placed += 1
+                delay = 0.0 if initial else scenario.delay
+                heapq.heappush(queue, (t + delay, next(order), 'claim',
+                                       (h, uuid, size, life)))
+        now_totals = totals()
     advance(warmup + measure)
-    share = area_oto / area_all if area_all else 0.0
+    share = area['oto'] / area['all'] if area['all'] else 0.0
     return {'fleet': fleet, 'load': load, 'seed': seed, 'way': way,
             'multiplier': multiplier, 'share': share,
-            'mean_load': area_all / measure / sum(h.pool for h in hosts),
-            'placed': placed, 'rejected': rejected}
+            'empty': area['empty'] / measure / len(hosts),
+            'mean_load': area['all'] / measure / sum(h.pool for h in hosts),
+            'placed': placed, 'rejected': rejected,
+            'scenario': scenario._asdict()}
 
 
 def _run(job):
@@ -316,25 +478,46 @@ def run_jobs(jobs, workers):
     return [_run(j) for j in jobs]
 
 
-def table(results, loads, fleets, rows):
+def cell(values):
+    if not values:
+        return '-'
+    return '%.1f (%.0f-%.0f)' % (statistics.mean(values), min(values),
+                                 max(values))
+
+
+def table(results, loads, fleets, rows, key='share'):
+    """One line a row (label, way, multiplier, burst), one column a load:
+    the mean of the seeds (lowest and highest), and a line of the gain
+    over nova's default at the same burst after each weigher row."""
     lines = []
+    what = {'share': 'one-to-one share of guest vCPUs',
+            'empty': 'hosts without a guest'}[key]
     for fleet in fleets:
-        lines.append('%s fleet: one-to-one share of guest vCPUs, %% (mean '
-                     'of seeds; min-max)' % fleet)
-        lines.append('%-28s' % 'way' + ''.join('%16s' % ('load %g' % lo)
+        lines.append('%s fleet: %s, %% (mean of seeds; min-max)'
+                     % (fleet, what))
+        lines.append('%-34s' % 'way' + ''.join('%16s' % ('load %g' % lo)
                                                for lo in loads))
-        for label, way, mult in rows:
-            cells = []
+
+        def got(way, mult, burst, lo, fleet=fleet):
+            return [r[key] * 100 for r in results
+                    if r['fleet'] == fleet and r['load'] == lo and
+                    r['way'] == way and r['multiplier'] == mult and
+                    r['scenario']['burst'] == burst]
+        for label, way, mult, burst in rows:
+            lines.append('%-34s' % label + ''.join(
+                '%16s' % cell(got(way, mult, burst, lo)) for lo in loads))
+            if way != 'weigher':
+                continue
+            gains = []
             for lo in loads:
-                got = [r['share'] * 100 for r in results
-                       if r['fleet'] == fleet and r['load'] == lo and
-                       r['way'] == way and r['multiplier'] == mult]
-                if not got:
-                    cells.append('%16s' % '-')
-                    continue
-                cells.append('%16s' % ('%.1f (%.0f-%.0f)' % (
-                    statistics.mean(got), min(got), max(got))))
-            lines.append('%-28s' % label + ''.join(cells))
+                ours, base = got(way, mult, burst, lo), got(
+                    'default', 0.0, burst, lo)
+                gains.append('%16s' % ('%+.1f (min %+.1f)' % (
+                    statistics.mean(ours) - statistics.mean(base),
+                    min(x - y for x, y in zip(ours, base)))
+                    if ours and len(ours) == len(base) else '-'))
+            lines.append('%-34s' % '  gain, points (worst seed)' +
+                         ''.join(gains))
         lines.append('')
     return '\n'.join(lines)
 
@@ -347,23 +530,20 @@ def cost(count=1000, rounds=20):
         h = Host(i, rnd.choice(('big', 'small')))
         for j in range(rnd.randint(0, 60)):
             size = rnd.choices(*zip(*FLAVORS))[0]
-            if h.room(size, size * MIB_PER_VCPU):
-                h.arrive('g%d' % j, size)
-        h.audit(1732600000)
-        texts.append((h.text, h.vcpus_used + rnd.choice((0, 0, 2))))
+            if h.room(size):
+                h.alloc += size
+                h.arrive('g%d' % j, size, 0)
+        h.save(int(time.time()))
+        texts.append((h.db.text, h.vcpus_used + rnd.choice((0, 0, 2))))
     out = {'hosts': count,
            'text_bytes_max': max(len(t) for t, _ in texts)}
-    cache = {}
+    states = [_State('h%d' % i, {summary_mod.KEY: text}, used)
+              for i, (text, used) in enumerate(texts)]
 
     def weigh(vcpus, mb):
-        weights = []
-        for text, used in texts:
-            s = cache.get(text)
-            if s is None:
-                s = cache[text] = summary_mod.decode(text)
-            weights.append(summary_mod.score(summary_mod.forecast(
-                s, vcpus, mb * 1024, used - s.seen)))
-        return weights
+        return weigher_mod.weigh_hosts(states, weigher_mod.Request(
+            vcpus, mb * 1024, 'uuid-%d' % vcpus))
+    weigh(1, 2048)  # decoded once
     times = []
     for r in range(rounds):
         vcpus = FLAVORS[r % len(FLAVORS)][0]
@@ -371,7 +551,7 @@ def cost(count=1000, rounds=20):
         weigh(vcpus, vcpus * MIB_PER_VCPU)
         times.append(time.process_time() - start)
     out['pure_ms_per_host_median'] = statistics.median(times) / count * 1e3
-    cache.clear()
+    weigher_mod.clear_cache()
     start = time.process_time()
     weigh(2, 4096)
     out['pure_ms_per_host_first'] = (time.process_time() - start) \
@@ -385,7 +565,7 @@ def cost(count=1000, rounds=20):
 
 def nova_cost(texts, rounds):
     """The weigher and nova's RAM and CPU weighers through nova's weight
-    handler, on 1,000 ``HostState`` objects."""
+    handler, on 1,000 ``HostState`` objects (their summaries fresh)."""
     from nova import objects
     from nova.scheduler import host_manager
     from nova.scheduler import weights
@@ -408,7 +588,9 @@ def nova_cost(texts, rounds):
         states.append(hs)
     flavor = objects.Flavor(vcpus=2, memory_mb=4096, extra_specs={})
     spec = objects.RequestSpec(flavor=flavor, numa_topology=None,
-                               num_instances=1)
+                               num_instances=1,
+                               instance_uuid='8a3c2b1e-5d4f-4e6a-9b7c-'
+                                             '0d1e2f3a4b5c')
     handler = weights.HostWeightHandler()
     out = {}
     for name, classes in (('one-to-one weigher', [weigher_mod.OneToOneWeigher]),
@@ -442,9 +624,21 @@ def main():
                         help='the summary reaches the scheduler at the '
                              'periodic audit only, not at each claim and '
                              'deletion too')
+    parser.add_argument('--bursts', default='1',
+                        help='requests weighed at once (comma-separated: '
+                             'one run each)')
+    parser.add_argument('--workers', type=int, default=0,
+                        help='scheduler workers sharing a burst (0: one a '
+                             'request, none sees another\'s choice)')
+    parser.add_argument('--delay', type=float, default=CLAIM_DELAY / SECOND,
+                        help='seconds from a choice to its claim in '
+                             'nova\'s database (a mean lifetime is an hour)')
+    parser.add_argument('--subset', type=int, default=1,
+                        help='[filter_scheduler] host_subset_size')
     parser.add_argument('--sweep', action='store_true',
-                        help='also the weigher at multipliers 1, 2, 5, 10 '
-                             'and 20 (uniform fleet, loads 0.8 to 1.3)')
+                        help='also the weigher at multipliers %s (the '
+                             'same fleets, loads and bursts)'
+                             % ', '.join('%g' % m for m in SWEEP))
     parser.add_argument('--ways', default=','.join(WAYS),
                         help='which of default, packing and weigher to run')
     parser.add_argument('--cost', action='store_true',
@@ -464,41 +658,55 @@ def main():
     claims = not args.audit_only
     fleets = args.fleets.split(',')
     ways = args.ways.split(',')
-    label = 'default + weigher x%g%s' % (
-        multiplier, ', audit only' if args.audit_only else '')
-    jobs, rows = [], [r for r in (
-        ("nova's default (RAM + CPU)", 'default', 0.0),
-        ('packing (multipliers -1)', 'packing', 0.0),
-        (label, 'weigher', multiplier)) if r[1] in ways]
-    for fleet in fleets:
-        for load in loads:
-            for seed in range(args.seeds):
-                for way, mult in (('default', 0.0), ('packing', 0.0),
-                                  ('weigher', multiplier)):
-                    if way not in ways:
-                        continue
-                    jobs.append((fleet, load, seed, way, mult, args.warmup,
-                                 args.measure, args.audit, claims))
+    burst_sizes = [int(b) for b in args.bursts.split(',')]
+    scenarios = [Scenario(b, args.workers, args.delay * SECOND, args.subset)
+                 for b in burst_sizes]
+    jobs, rows = [], []
+    for sc in scenarios:
+        tag = ', B %d' % sc.burst
+        rows += [r for r in (
+            ("nova's default" + tag, 'default', 0.0, sc.burst),
+            ('packing (multipliers -1)' + tag, 'packing', 0.0, sc.burst),
+            ('weigher x%g%s%s' % (multiplier, ', audit only'
+                                  if args.audit_only else '', tag),
+             'weigher', multiplier, sc.burst)) if r[1] in ways]
+        for fleet in fleets:
+            for load in loads:
+                for seed in range(args.seeds):
+                    for way in WAYS:
+                        if way not in ways:
+                            continue
+                        mult = multiplier if way == 'weigher' else 0.0
+                        jobs.append((fleet, load, seed, way, mult,
+                                     args.warmup, args.measure, args.audit,
+                                     claims, sc))
     if args.sweep:
-        for mult in (1.0, 2.0, 5.0, 10.0, 20.0):
+        for mult in SWEEP:
             if mult == multiplier:
                 continue
-            rows.append(('default + weigher x%g' % mult, 'weigher', mult))
-            for load in (0.8, 1.0, 1.3):
-                for seed in range(args.seeds):
-                    jobs.append(('uniform', load, seed, 'weigher', mult,
-                                 args.warmup, args.measure, args.audit,
-                                 claims))
+            for sc in scenarios:
+                rows.append(('weigher x%g, B %d' % (mult, sc.burst),
+                             'weigher', mult, sc.burst))
+                for fleet in fleets:
+                    for load in loads:
+                        for seed in range(args.seeds):
+                            jobs.append((fleet, load, seed, 'weigher', mult,
+                                         args.warmup, args.measure,
+                                         args.audit, claims, sc))
     start = time.monotonic()
     results = run_jobs(jobs, args.jobs)
-    print('fleet.py: %d runs, %.0f s (warmup %g, measure %g mean '
-          'lifetimes, audit every %g, %d seed(s))' % (
-              len(jobs), time.monotonic() - start, args.warmup,
-              args.measure, args.audit, args.seeds))
+    print('fleet.py: %d runs, %.0f s, %.0f s of CPU (warmup %g, measure '
+          '%g mean lifetimes, audit every %g, %d seed(s); workers %s, '
+          'claim delay %g s, host_subset_size %d)' % (
+              len(jobs), time.monotonic() - start,
+              sum(r['cpu_s'] for r in results), args.warmup,
+              args.measure, args.audit, args.seeds,
+              args.workers or 'one a request', args.delay, args.subset))
     print()
     print(table(results, loads, fleets, rows))
-    rej = [(r['fleet'], r['load'], r['way'], r['rejected'])
-           for r in results if r['rejected']]
+    print(table(results, loads, fleets, rows, key='empty'))
+    rej = [(r['fleet'], r['load'], r['way'], r['scenario']['burst'],
+            r['rejected']) for r in results if r['rejected']]
     print('requests with no room: %s' % (rej or 'none'))
     for fleet in fleets:
         for lo in loads:

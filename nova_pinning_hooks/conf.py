@@ -37,7 +37,8 @@ MAX_SECONDS = 86400
 MAX_PID = 4194304  # the kernel's PID_MAX_LIMIT
 # ``weigher_multiplier``'s default: benchmarks/fleet.py, in
 # doc/source/reference/performance.rst ("Across the cloud").
-DEFAULT_WEIGHER_MULTIPLIER = 10.0
+DEFAULT_WEIGHER_MULTIPLIER = 30.0
+DEFAULT_SUMMARY_MAX_AGE = 300
 
 _INTEGER = re.compile(r'[+-]?[0-9]{1,20}', re.ASCII)
 _FLOAT = re.compile(r'[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})'
@@ -294,11 +295,15 @@ pinning_opts = [
                     'user, atomically, after each pass that planned '
                     'something new, and again by a pass once a quarter of '
                     'summary_max_age has gone by.'),
-    IntOpt('summary_max_age', default=300, min=1, max=MAX_SECONDS,
+    IntOpt('summary_max_age', default=DEFAULT_SUMMARY_MAX_AGE, min=1,
+           max=MAX_SECONDS,
            help='Seconds after which the last pass\'s plan is too old to '
                 'report (passes failing, or the pass worker gone): the '
                 'compute node\'s stats then carry no summary and the '
-                'weigher gives the host a neutral weight.'),
+                'weigher gives the host a neutral weight. In '
+                'nova-scheduler: a summary older than this by more than '
+                'two minutes (a compute that stopped saving its node: '
+                'nova-compute down) weighs neutral too.'),
     FloatOpt('weigher_multiplier', default=DEFAULT_WEIGHER_MULTIPLIER,
              min=-1000.0, max=1000.0,
              help='In nova-scheduler: the multiplier of '
@@ -308,14 +313,16 @@ pinning_opts = [
                   'hosts, as nova\'s own weighers\' keys do). Its weight, '
                   'normalised as every weigher\'s, lies in [0, 1]: 0.8 to '
                   '1 where the guest would be one-to-one (the fuller its '
-                  'node, the higher), 0.5 where nobody gains or loses '
-                  'one-to-one binding (and on hosts that report no '
-                  'summary), 0 to 0.4 where guests would lose it. From 7 '
-                  'on, a host where the guest is one-to-one outweighs one '
-                  'where it is not whatever nova\'s RAM and CPU weighers '
-                  '(multipliers 1.0) say; from 20 on, a host where nobody '
-                  'loses also outweighs one where guests lose. The '
-                  'default follows benchmarks/fleet.py '
+                  'node, the likelier the host once the fleet fills), 0.5 '
+                  'to 0.7 where nobody gains or loses one-to-one binding '
+                  '(the fuller the host, the higher; 0.5 on hosts that '
+                  'report no summary), 0 to 0.4 where guests would lose '
+                  'it. Bands 0.1 apart: above 10 times the span of the '
+                  'other weighers, the band decides (nova\'s default set '
+                  'weighs RAM, CPU, disk and I/O operations on every '
+                  'host: from 40 on always, at 30 unless one host is the '
+                  'best of all four). The default follows '
+                  'benchmarks/fleet.py '
                   '(doc/source/reference/performance.rst). 0: no effect.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '

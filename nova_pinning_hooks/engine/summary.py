@@ -51,8 +51,21 @@ from nova_pinning_hooks.engine import strict
 from nova_pinning_hooks.engine import topology
 
 VERSION = 1
+# A later version that readers of this one read correctly (its keys of
+# version 1 unchanged, new ones added) says so under this key: the
+# oldest version whose readers read it. Such a summary is read as this
+# version; any other version is refused (the weigher is then neutral:
+# nova's own weighers decide, as without the package). A version that
+# readers of 1 would misread leaves out ``COMPAT_KEY``; it reaches the
+# schedulers of this release as no summary: upgrade the schedulers
+# first (doc/source/admin/upgrades.rst, "The weigher's summary").
+COMPAT_KEY = 'c'
 # The key of the compute node's stats (``ComputeNode.stats``).
 KEY = 'nova_pinning_numa'
+# ``encode`` writes the pass time first (``TIME_PREFIX``, digits, a
+# comma): the rest of the text is the same for as long as the plan's
+# counts are, which is what the weigher keys its decoded summaries by.
+TIME_PREFIX = '{"t":'
 MAX_NODES = 64
 MAX_COUNT = 1 << 24  # pCPUs or vCPUs of one host, at most
 MAX_KIB = 10 ** 15   # KiB of one node (topology.MAX_MEMORY)
@@ -277,8 +290,8 @@ def encode(summary: Summary) -> typing.Optional[str]:
     if len(summary.nodes) > MAX_NODES:
         return None
     text = json.dumps({
-        'v': VERSION, 'r': summary.ratio, 'x': summary.cross,
-        's': summary.seen, 't': summary.at,
+        't': summary.at, 'v': VERSION, 'r': summary.ratio,
+        'x': summary.cross, 's': summary.seen,
         'n': [[n.id, n.pool, n.vcpus, n.memory_kib, n.homed_kib,
                int(n.shared)] for n in summary.nodes]},
         separators=(',', ':'))
@@ -308,8 +321,8 @@ def decode(text: object) -> Summary:
         data = strict.loads_json(text, 'summary', MAX_TEXT)
     except strict.InputError as exc:
         raise SummaryError(str(exc)) from None
-    if not isinstance(data, dict) or data.get('v') != VERSION or \
-            isinstance(data.get('v'), bool):
+    if not isinstance(data, dict) or not readable(data.get('v'),
+                                                  data.get(COMPAT_KEY)):
         raise SummaryError('not a version %d summary' % VERSION)
     ratio = data.get('r')
     if not options_mod.ratio_ok(ratio):
@@ -338,6 +351,21 @@ def decode(text: object) -> Summary:
     return Summary(float(typing.cast(float, ratio)), tuple(nodes),
                    _count(data.get('x'), 'cross'),
                    _count(data.get('s'), 'seen'), at)
+
+
+def _version(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        1 <= value < 1 << 16
+
+
+def readable(version: object, compat: object) -> bool:
+    """Whether this release reads a summary of ``version`` that says
+    its readers from ``compat`` on read it (``COMPAT_KEY``; None: not
+    said)."""
+    if version == VERSION and _version(version):
+        return True
+    return _version(version) and _version(compat) and \
+        typing.cast(int, compat) <= VERSION < typing.cast(int, version)
 
 
 def _totals(nodes: typing.Iterable[Node], load: typing.Mapping[int, int],

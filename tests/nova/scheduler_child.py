@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import sys
+import time
 from unittest import mock
 
 os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = '1'
@@ -41,6 +42,7 @@ CONF = nova.conf.CONF
 CONF(['--config-file', conf_path], project='nova')
 report = {}
 GIB = 1024 * 1024
+UUID = os.environ['NPH_TEST_INSTANCE_UUID']  # the request's (its draw)
 
 
 def summary(vcpus, seen=None):
@@ -48,7 +50,7 @@ def summary(vcpus, seen=None):
     s = summary_mod.Summary(
         4.0, tuple(summary_mod.Node(i, 8, v, 64 * GIB, 0, False)
                    for i, v in enumerate(vcpus)), 0,
-        sum(vcpus) if seen is None else seen, 1732600000)
+        sum(vcpus) if seen is None else seen, int(time.time()))
     return summary_mod.Basis(s, {})
 
 
@@ -116,7 +118,7 @@ flavor = objects.Flavor(vcpus=2, memory_mb=2048, root_gb=1, ephemeral_gb=0,
 spec = objects.RequestSpec(flavor=flavor, numa_topology=None,
                            num_instances=1, pci_requests=None,
                            ignore_hosts=None, force_hosts=None,
-                           force_nodes=None)
+                           force_nodes=None, instance_uuid=UUID)
 
 
 def weighed(objs, request):

@@ -13,6 +13,9 @@ import sys
 import fixtures
 import testtools
 
+from nova_pinning_hooks.engine import hostchoice
+from nova_pinning_hooks.engine import summary as summary_mod
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, 'scheduler_child.py')
 # weight_classes is a list option: one line (a second would replace it,
@@ -26,6 +29,7 @@ weight_classes = nova.scheduler.weights.all_weighers,""" \
 [nova_pinning]
 weigher_multiplier = 10
 """
+UUID = '6f1c9a2e-3b4d-4c5e-8f7a-9b0c1d2e3f4a'
 
 
 class TestScheduler(testtools.TestCase):
@@ -36,7 +40,9 @@ class TestScheduler(testtools.TestCase):
         with open(path, 'w') as f:
             f.write(CONF.format(tmp=tmp))
         proc = subprocess.run([sys.executable, CHILD, path],
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ,
+                                       NPH_TEST_INSTANCE_UUID=UUID))
         self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
         lines = [x for x in proc.stdout.splitlines()
                  if x.startswith('REPORT ')]
@@ -53,10 +59,15 @@ class TestScheduler(testtools.TestCase):
         # Scheduler side: loaded from weight_classes beside nova's own.
         self.assertIn('OneToOneWeigher', r['weighers'])
         self.assertIn('RAMWeigher', r['weighers'])
-        # Fixed bounds -1..1, multiplier 10: one-to-one on a full node
-        # 10, no summary 5 (neutral), guests losing one-to-one 2.
-        self.assertEqual({'fits': 10.0, 'none': 5.0, 'loses': 2.0},
-                         r['ours'])
+        # Fixed bounds -1..1, multiplier 10: one-to-one on a node full
+        # after the guest, the candidates' pools full: FIT_FLOOR and the
+        # request's draw (engine/hostchoice.py); no summary 5 (neutral),
+        # guests losing one-to-one 2.
+        fits = summary_mod.FIT_FLOOR + (1 - summary_mod.FIT_FLOOR) * \
+            hostchoice.draw(UUID, 'fits')
+        self.assertEqual({'fits': round((fits + 1) / 2 * 10, 6),
+                          'none': 5.0, 'loses': 2.0}, r['ours'])
+        self.assertGreaterEqual(r['ours']['fits'], 8.0)
         # nova's CPU weigher alone prefers the emptiest host.
         self.assertEqual('none', r['order_without'][0])
         self.assertEqual(['fits', 'none', 'loses'], r['order'])

@@ -55,10 +55,31 @@ The results are written to ``$NPH_NOVA_WEIGHER_TABLE`` when set
 (doc/source/reference/nova-integration.rst and reference/performance.rst show
 them).
 
-``NPH_TEST_WEIGHER_NEUTRAL=1`` runs the same test with the weigher's
-scoring disabled (``summary.score`` neutral for every host): it must
-fail. ``NPH_TEST_WEIGHER_SEED`` and ``NPH_TEST_WEIGHER_LOAD`` run
-another sequence than the one asserted (seed 41, load 1.0).
+``NPH_TEST_WEIGHER_NEUTRAL=1`` runs the same tests with the weigher's
+scoring disabled (``weigher.scores`` neutral for every host): the
+sequence and the bursts must fail. ``NPH_TEST_WEIGHER_SEED`` and
+``NPH_TEST_WEIGHER_LOAD`` run another sequence than the one asserted
+(seed 41, load 1.0); ``NPH_TEST_WEIGHER_BURST_SEED`` and
+``NPH_TEST_WEIGHER_BURST_LOAD`` another burst sequence (seed 7, load
+1.1); ``NPH_NOVA_WEIGHER_BURSTS`` names a file each burst test appends
+its figures to (one JSON line).
+
+Parallel requests (``test_bursts_of_N``): nova's framework starts one
+scheduler service and refuses a second; ``SchedulerWorkers`` adds a
+second ``SchedulerManager`` with its own ``HostManager`` (its own
+``HostState`` objects, as a second nova-scheduler worker process has)
+and routes the requests to the two in turn, and ``BurstGate`` holds the
+computes' builds until every request of a burst is scheduled, and each
+request's ``consume_from_request`` until every request of the burst is
+weighed: the burst's N API calls are weighed on one view, none seeing
+another's choice (the fleet model's "one worker a request"), before any
+of their claims reaches nova's database. Each server's uuid is made from
+its name (``ServerUuids``): the weigher's draw is the request's own, and
+with it the sequence gives the same placements at every run. Bursts of
+2 and 4 on the four computes are asserted; bursts of 8 are not
+(reference/nova-integration.rst, "Bursts inside nova": on four hosts
+nova's default sends each burst of 8 to one host, which at this load
+happens to keep the other three within their pools).
 """
 
 import collections
@@ -68,6 +89,8 @@ import random
 import statistics
 import threading
 import time
+import types
+import uuid as uuid_mod
 
 import fixtures
 from nova import conf as nova_conf
@@ -109,9 +132,50 @@ FLAVORS = ((1, 30), (2, 30), (4, 25), (8, 15))  # vCPUs, weight (%)
 # then fail: doc/source/reference/performance.rst).
 SEED = int(os.environ.get('NPH_TEST_WEIGHER_SEED', '41'))
 LOAD = float(os.environ.get('NPH_TEST_WEIGHER_LOAD', '1.0'))
+# Bursts: requests posted to the API at once, weighed by two scheduler
+# workers before any of their claims reaches nova's database (the
+# computes' builds wait until the whole burst is scheduled). The
+# sequence's seed and load, and the burst sizes tried (one test each).
+BURST_SEED = int(os.environ.get('NPH_TEST_WEIGHER_BURST_SEED', '7'))
+BURST_LOAD = float(os.environ.get('NPH_TEST_WEIGHER_BURST_LOAD', '1.1'))
+SCHEDULER_WORKERS = 2
 DEFAULT_WEIGHERS = ['nova.scheduler.weights.all_weighers']
 WITH_WEIGHER = DEFAULT_WEIGHERS + [
     'nova_pinning_hooks.nova.weigher.OneToOneWeigher']
+
+
+# Each server's uuid made from its name (``ServerUuids``).
+UUID_NAMESPACE = uuid_mod.UUID('5b7c7f4e-1d0a-4c6e-9a53-0b8f2c1d4e77')
+
+
+class ServerUuids:
+    """nova gives a new server a random uuid, and the weigher's draw is
+    the request's own (its instance uuid): the uuid each server gets is
+    made from its name here (uuid5), so that a sequence's draws, and its
+    result, are the same at every run; a test's outcome must not depend
+    on luck. The name is the posting thread's (the API call runs in the
+    thread that makes it); nova's other uuids stay random."""
+
+    def __init__(self):
+        self.local = threading.local()
+        from nova.compute import api
+        real = api.uuidutils
+
+        def generate_uuid(dashed=True):
+            name = getattr(self.local, 'name', None)
+            if name is None:
+                return real.generate_uuid(dashed=dashed)
+            self.local.name = None
+            value = uuid_mod.uuid5(UUID_NAMESPACE, name)
+            return str(value) if dashed else value.hex
+        self.module = types.SimpleNamespace(
+            **{k: getattr(real, k) for k in dir(real)
+               if not k.startswith('__')})
+        self.module.generate_uuid = generate_uuid
+
+    @staticmethod
+    def of(name):
+        return str(uuid_mod.uuid5(UUID_NAMESPACE, name))
 
 
 def sequence(seed=SEED, load=LOAD):
@@ -219,6 +283,9 @@ class PerNodeReporter:
         self.max_age = max_age
         self.reporters = {}
         self.updates = collections.Counter()
+        # node -> how its text is rewritten (a compute of another
+        # release: test_summaries_of_other_releases)
+        self.rewrite = {}
 
     def _source(self, node):
         compute = self.computes.get(node)
@@ -231,7 +298,98 @@ class PerNodeReporter:
             reporter = self.reporters[node] = nodesummary.Reporter(
                 lambda: self._source(node), self.max_age)
         self.updates[node] += 1
-        return reporter.update(compute_node, tracked)
+        text = reporter.update(compute_node, tracked)
+        if text is not None and node in self.rewrite:
+            text = self.rewrite[node](text)
+            stats = compute_node.stats
+            stats[KEY] = text
+            compute_node.stats = stats
+        return text
+
+
+class Countdown:
+    """An event set once ``count`` things have happened (set while
+    nothing is expected)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.left = 0
+        self.done = threading.Event()
+        self.done.set()
+
+    def expect(self, count):
+        with self.lock:
+            self.left = count
+            self.done.clear()
+
+    def one(self):
+        with self.lock:
+            self.left -= 1
+            if self.left <= 0:
+                self.done.set()
+
+
+class BurstGate:
+    """Holds the computes' builds until every request of a burst has been
+    scheduled: none of the burst's claims reaches nova's database before
+    the last of them is weighed (a burst weighed on one view). And holds
+    each request's ``HostState.consume_from_request`` until every request
+    of the burst has been weighed: none sees another's choice, as
+    requests weighed at once by several workers (or interleaved in one)
+    do not, whatever the threads' timing on a busy machine; without it,
+    nova's own weighers saw some of a burst's choices and not others
+    from run to run (16 and 25 one-to-one vCPUs in two runs of one
+    sequence)."""
+
+    def __init__(self):
+        self.scheduled = Countdown()
+        self.weighed = Countdown()
+        self.held = 0  # builds that waited
+
+    def expect(self, count):
+        self.scheduled.expect(count)
+        self.weighed.expect(count)
+
+    def weighed_one(self):
+        self.weighed.one()
+
+    def before_consume(self):
+        self.weighed.done.wait(60)
+
+    def scheduled_one(self):
+        self.scheduled.one()
+
+    def wait(self):
+        if not self.scheduled.done.is_set():
+            self.held += 1
+        self.scheduled.done.wait(60)
+
+
+class SchedulerWorkers:
+    """Two scheduler workers. nova's framework starts one scheduler
+    service (a second ``start_service('scheduler')`` is refused); a
+    second ``SchedulerManager``, with its own ``HostManager`` and so its
+    own ``HostState`` objects (what a second nova-scheduler worker
+    process has), takes every other request."""
+
+    def __init__(self, first, gate):
+        from nova.scheduler import manager
+        self.managers = [first, manager.SchedulerManager()]
+        self.served = collections.Counter()
+        self.gate = gate
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.real = manager.SchedulerManager.select_destinations
+
+    def select_destinations(self, _manager, *args, **kwargs):
+        with self.lock:
+            worker = self.calls % len(self.managers)
+            self.calls += 1
+        self.served[worker] += 1
+        try:
+            return self.real(self.managers[worker], *args, **kwargs)
+        finally:
+            self.gate.scheduled_one()
 
 
 class WeigherTest(base.ServersTestBase,
@@ -250,6 +408,11 @@ class WeigherTest(base.ServersTestBase,
         self.computes_by_name = {}
         self._switch_on()
         self._time_weighing()
+        self.gate = BurstGate()
+        self.workers = None
+        self.uuids = ServerUuids()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.api.uuidutils', self.uuids.module))
         self.flavors = {
             vcpus: self._create_flavor(
                 name='v%d' % vcpus, vcpu=vcpus,
@@ -288,8 +451,9 @@ lambda: False))
         if os.environ.get('NPH_TEST_WEIGHER_NEUTRAL'):
             # The weigher's scoring disabled: the test must fail.
             self.useFixture(fixtures.MonkeyPatch(
-                'nova_pinning_hooks.engine.summary.score',
-                lambda forecast: weigher.NEUTRAL))
+                'nova_pinning_hooks.nova.weigher.scores',
+                lambda candidates, request: [weigher.NEUTRAL] * len(
+                    candidates)))
         # What the notification driver's __init__ calls in nova-compute.
         self.agent = activation.activate(CONF)
         self.assertIsNotNone(self.agent)
@@ -359,10 +523,43 @@ lambda: False))
         0.5 s and looks the image up at each boot: polled here every 50 ms,
         the image looked up once (``setUp``), the test takes about a third
         less time."""
+        return self._until_active(self._post(name, vcpus))
+
+    def _post(self, name, vcpus):
         body = self._build_server(name=name, image_uuid=self.image,
                                   flavor_id=self.flavors[vcpus],
                                   networks='none')
+        self.uuids.local.name = name
         server = self.api.post_server({'server': body})
+        self.assertEqual(ServerUuids.of(name), server['id'])
+        return server
+
+    def _post_at_once(self, names, sizes):
+        """The API calls of a burst, each from its own thread: nova's
+        framework makes every RPC cast a call, so a post returns only
+        once its build has reached the compute (held by the gate until
+        the whole burst is scheduled)."""
+        if len(names) == 1:
+            return [self._post(names[0], sizes[0])]
+        got, failed = [None] * len(names), []
+
+        def post(i):
+            try:
+                got[i] = self._post(names[i], sizes[i])
+            except Exception as exc:  # re-raised below, in the test
+                failed.append(exc)
+        threads = [threading.Thread(target=post, args=(i,))
+                   for i in range(len(names))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        if failed:
+            raise failed[0]
+        self.assertNotIn(None, got)
+        return got
+
+    def _until_active(self, server):
         deadline = time.monotonic() + 60
         while server.get('status') != 'ACTIVE':
             self.assertNotEqual('ERROR', server.get('status'), server)
@@ -375,14 +572,61 @@ lambda: False))
         """nova's scheduler with these weighers, loaded as it loads them
         at its start (``HostManager.__init__``)."""
         self.flags(weight_classes=classes, group='filter_scheduler')
-        manager = self.scheduler.manager.host_manager
-        manager.weighers = [
-            cls() for cls in manager.weight_handler.get_matching_classes(
-                CONF.filter_scheduler.weight_classes)]
-        return [type(w).__name__ for w in manager.weighers]
+        managers = [self.scheduler.manager] + (
+            self.workers.managers[1:] if self.workers else [])
+        for m in managers:
+            hm = m.host_manager
+            hm.weighers = [
+                cls() for cls in hm.weight_handler.get_matching_classes(
+                    CONF.filter_scheduler.weight_classes)]
+        return [type(w).__name__
+                for w in self.scheduler.manager.host_manager.weighers]
 
-    def run_boots(self, label):
-        """Four fresh computes, ``SEQUENCE`` booted; the plans."""
+    def _two_workers(self):
+        """Two scheduler workers, and the computes' builds held until a
+        burst is scheduled."""
+        workers = self.workers = SchedulerWorkers(self.scheduler.manager,
+                                                  self.gate)
+
+        def routed(manager, *args, **kwargs):
+            return workers.select_destinations(manager, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.manager.SchedulerManager.select_destinations',
+            routed))
+        from nova.compute import manager
+        build = manager.ComputeManager.build_and_run_instance
+        gate = self.gate
+
+        def held_build(compute, *args, **kwargs):
+            gate.wait()
+            return build(compute, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.manager.ComputeManager.build_and_run_instance',
+            held_build))
+        # Every request of a burst weighed before any consumes its host.
+        weigh = nova_weights.HostWeightHandler.get_weighed_objects
+
+        def weighed(handler, *args, **kwargs):
+            try:
+                return weigh(handler, *args, **kwargs)
+            finally:
+                gate.weighed_one()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.weights.HostWeightHandler.get_weighed_objects',
+            weighed))
+        from nova.scheduler import host_manager
+        consume = host_manager.HostState.consume_from_request
+
+        def held_consume(state, *args, **kwargs):
+            gate.before_consume()
+            return consume(state, *args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.host_manager.HostState.consume_from_request',
+            held_consume))
+
+    def run_boots(self, label, sequence=SEQUENCE, burst=1):
+        """Four fresh computes, ``sequence`` booted (in bursts of
+        ``burst`` posted at once); the plans."""
         names = ['%s%d' % (label, i) for i in range(1, HOSTS + 1)]
         info = fakelibvirt.HostInfo(
             cpu_nodes=NODES, cpu_sockets=1, cpu_cores=CORES,
@@ -401,17 +645,25 @@ lambda: False))
         self._run_periodics()
         first_ours, first_whole = len(self.ours), len(self.whole)
         placed = []
-        for i, vcpus in enumerate(SEQUENCE):
-            server = self._boot('%s-%d' % (label, i), vcpus)
-            host = server['OS-EXT-SRV-ATTR:host']
-            self.assertIn(host, names)
-            placed.append((host, vcpus))
-            # The pass after the build (the hook asked for it).
-            deadline = time.monotonic() + 60
-            while server['id'] not in self.computes_by_name[host].guests:
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.05)
-                self._settle()
+        for start in range(0, len(sequence), burst):
+            chunk = sequence[start:start + burst]
+            if burst > 1:
+                self.gate.expect(len(chunk))
+            servers = self._post_at_once(
+                ['%s-%d' % (label, start + i) for i in range(len(chunk))],
+                chunk)
+            for server, vcpus in zip(servers, chunk):
+                server = self._until_active(server)
+                host = server['OS-EXT-SRV-ATTR:host']
+                self.assertIn(host, names)
+                placed.append((host, vcpus))
+                # The pass after the build (the hook asked for it).
+                deadline = time.monotonic() + 60
+                while server['id'] not in \
+                        self.computes_by_name[host].guests:
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.05)
+                    self._settle()
         self._settle()
         self._run_periodics()  # every node reports its last pass
         per_host = {}
@@ -433,7 +685,7 @@ lambda: False))
                     h['one_to_one_guests'] for h in per_host.values()),
                 'one_to_one_vcpus': sum(
                     h['one_to_one_vcpus'] for h in per_host.values()),
-                'guests': len(placed), 'vcpus': sum(SEQUENCE)}
+                'guests': len(placed), 'vcpus': sum(sequence)}
 
     def _node_stats(self, name):
         """The summary saved with the compute node in nova's database."""
@@ -498,6 +750,98 @@ lambda: False))
                          for w in call['weights'] if w != weigher.NEUTRAL])
         # Its cost is measured (write_table), not asserted: the machine
         # is shared, and a time is no test's pass mark here.
+
+    def _bursts(self, burst):
+        """The burst sequence with the weigher, then with nova's default
+        weighers, in bursts of ``burst`` on two scheduler workers."""
+        self._two_workers()
+        seq = sequence(BURST_SEED, BURST_LOAD)
+        with_weigher = self.run_boots('weigher', seq, burst)
+        loaded = self._use_weighers(DEFAULT_WEIGHERS)
+        self.assertNotIn('OneToOneWeigher', loaded)
+        default = self.run_boots('default', seq, burst)
+        for run in (with_weigher, default):
+            self.assertEqual(len(seq), run['guests'])
+        # Both workers weighed requests (the gate held every build until
+        # its burst was scheduled; 'held' counts those that had to wait,
+        # 0 when the burst's posts were all scheduled first).
+        self.assertEqual(2, len(self.workers.served))
+        got = (with_weigher['one_to_one_guests'],
+               with_weigher['one_to_one_vcpus'])
+        base_ = (default['one_to_one_guests'], default['one_to_one_vcpus'])
+        path = os.environ.get('NPH_NOVA_WEIGHER_BURSTS')
+        if path:
+            with open(path, 'a') as f:
+                f.write(json.dumps({
+                    'burst': burst, 'seed': BURST_SEED, 'load': BURST_LOAD,
+                    'sequence': seq, 'workers': SCHEDULER_WORKERS,
+                    'served': dict(self.workers.served),
+                    'held': self.gate.held, 'weigher': got,
+                    'default': base_,
+                    'placed': {'weigher': with_weigher['placed'],
+                               'default': default['placed']}}) + '\n')
+        message = ('bursts of %d on %d scheduler workers: one-to-one '
+                   '(guests, vCPUs) of %d guests, %d vCPUs: with the '
+                   'weigher %s, nova\'s default weighers %s'
+                   % (burst, SCHEDULER_WORKERS, len(seq), sum(seq), got,
+                      base_))
+        self.assertGreater(got[1], base_[1], message)
+        self.assertGreaterEqual(got[0], base_[0], message)
+
+    def test_bursts_of_2(self):
+        self._bursts(2)
+
+    def test_bursts_of_4(self):
+        self._bursts(4)
+
+
+    def test_summaries_of_other_releases(self):
+        """A scheduler of this release and computes of other releases, as
+        the summaries cross nova (``ComputeNode.stats`` in nova's
+        database, ``HostState.stats``): a compute older than the
+        scheduler (version 1 with the pass time not first, as before
+        this release) and one newer that keeps version 1's keys
+        (``"c": 1``) weigh as the same summary in this release's form; a
+        newer one that does not keep them weighs neutral, logged once.
+        doc/source/admin/upgrades.rst: schedulers first."""
+        def older(text):
+            data = json.loads(text)
+            return json.dumps({k: data[k] for k in ('v', 'r', 'x', 's',
+                                                   't', 'n')},
+                              separators=(',', ':'))
+
+        def newer(text):
+            data = json.loads(text)
+            data.update(v=2, c=1, z=[1, 2, 3])
+            return json.dumps(data, separators=(',', ':'))
+
+        def foreign(text):
+            data = json.loads(text)
+            data.update(v=2, n=[[0, 1]])
+            return json.dumps(data, separators=(',', ':'))
+        # The bands alone: the request's draw among hosts alike would
+        # part the weights of hosts with the same summary.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.engine.hostchoice.TIE_DRAW', 0.0))
+        names = ['rel%d' % i for i in range(1, HOSTS + 1)]
+        self.reporter.rewrite.update(
+            {names[1]: older, names[2]: newer, names[3]: foreign})
+        self.run_boots('rel', [2], 1)
+        call = self.ours[-1]
+        weights = dict(zip(list(call['reported']),
+                           call['weights']))
+        texts = {h: t for h, (t, _) in call['reported'].items()}
+        self.assertNotIn('"t"', texts[names[1]][:5])
+        self.assertIn('"c":1', texts[names[2]])
+        self.assertIn('"v":2', texts[names[3]])
+        # Each host had the same counts before the boot (an empty
+        # compute, its summary read the same whatever the release).
+        self.assertEqual(weigher.NEUTRAL, weights[names[3]])
+        for name in names[1:3]:
+            self.assertEqual(weights[names[0]], weights[name], weights)
+        self.assertNotEqual(weigher.NEUTRAL, weights[names[0]])
+        self.assertIn('%s (SummaryError: not a version 1 summary)'
+                      % names[3], self.stdlog.logger.output)
 
     def write_table(self, with_weigher, default):
         path = os.environ.get('NPH_NOVA_WEIGHER_TABLE')

@@ -44,7 +44,9 @@ PURE_STDLIB = {'dataclasses', 'enum', 'functools', 'math', 'operator',
                'typing',
                'xml.etree.ElementTree', 'xml.parsers', 'xml.parsers.expat',
                'io', 'json', 're', 'string', 'collections', 'itertools',
-               'bisect', 'heapq'}
+               'bisect', 'heapq',
+               # crc32, a checksum (engine/hostchoice's draw)
+               'zlib'}
 # Where /proc and /sys may be named.
 KERNEL_PATHS = {'host', 'isolation', 'conf'}
 # The policy's decision stages (engine/policy/), in order: each imports

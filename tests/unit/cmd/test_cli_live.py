@@ -172,7 +172,8 @@ class TestStatusSummary(LiveCliTestCase):
                       out)
         self.assertIn('  node 0: pool 4 pCPUs, 3 vCPUs homed (dedicated)',
                       out)
-        self.assertIn('  reported as: {"v":1,', out)
+        self.assertIn('  reported as: {"t":', out)
+        self.assertIn(',"v":1,', out)
         code, out, err = self.run_cli('status', '--interval', '0',
                                       '--format', 'json')
         data = json.loads(out)['scheduler_summary']

@@ -131,6 +131,25 @@ class TestEncoding(testtools.TestCase):
             100, 4196, 1732600000)
         self.assertLess(len(summary_mod.encode(big)), 60 + 8 * 60)
 
+    def test_the_pass_time_first(self):
+        """The weigher keys its decoded summaries by what follows the
+        time (nova/weigher.py)."""
+        s = S((4, 12))
+        text = summary_mod.encode(s)
+        self.assertTrue(text.startswith(
+            summary_mod.TIME_PREFIX + '%d,' % s.at), text)
+
+    def test_a_later_version_that_says_it_is_read_as_this_one(self):
+        """A version 2 that keeps version 1's keys and adds its own says
+        so (``COMPAT_KEY``): read as version 1, its new keys ignored."""
+        s = S((4, 12), cross=3)
+        good = json.loads(summary_mod.encode(s))
+        later = dict(good, v=2, c=1, z=[1, 2])
+        self.assertEqual(s, summary_mod.decode(json.dumps(later)))
+        self.assertTrue(summary_mod.readable(1, None))
+        self.assertFalse(summary_mod.readable(2, None))
+        self.assertFalse(summary_mod.readable(2, 2))
+
     def test_beyond_the_bounds_no_summary(self):
         nodes = tuple(summary_mod.Node(i, 1, 0, 0, 0, False)
                       for i in range(summary_mod.MAX_NODES + 1))
@@ -148,6 +167,9 @@ class TestEncoding(testtools.TestCase):
             'not JSON': '{',
             'a list': '[]',
             'another version': dict(good, v=2),
+            'a later version for its own readers': dict(good, v=2, c=2),
+            'a compatibility not a version': dict(good, v=2, c=0),
+            'a compatibility that is true': dict(good, v=2, c=True),
             'version true': dict(good, v=True),
             'no ratio': {k: v for k, v in good.items() if k != 'r'},
             'ratio 0': dict(good, r=0),

@@ -2,30 +2,32 @@
 ``RequestSpec`` (nova itself: ``tests/nova/test_weigher.py``)."""
 
 import logging
+import time
 import types
 
 import fixtures
 import testtools
 
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks.engine import hostchoice
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.nova import weigher as weigher_mod
 
 GIB = 1024 * 1024
 
 
-def text(vcpus, pool=(8, 8), ratio=4.0, cross=0):
+def text(vcpus, pool=(8, 8), ratio=4.0, cross=0, at=None):
     n = len(vcpus)
     return summary_mod.encode(summary_mod.Summary(
         ratio, tuple(summary_mod.Node(i, pool[i], vcpus[i], 64 * GIB, 0,
                                       False) for i in range(n)),
-        cross, sum(vcpus) + cross, 1732600000))
+        cross, sum(vcpus) + cross, int(time.time()) if at is None else at))
 
 
 def host(name, stats_text=None, vcpus_used=None, **stats):
     if stats_text is not None:
         stats[summary_mod.KEY] = stats_text
-        if vcpus_used is None and stats_text.startswith('{"v":1,'):
+        if vcpus_used is None and '"v":1,' in stats_text:
             vcpus_used = summary_mod.decode(stats_text).seen
     return types.SimpleNamespace(host=name, stats=stats,
                                  vcpus_used=vcpus_used or 0, aggregates=[])
@@ -50,7 +52,7 @@ class TestWeights(testtools.TestCase):
         super().setUp()
         self.logs = self.useFixture(fixtures.FakeLogger(
             name='nova_pinning_hooks', level=logging.INFO))
-        weigher_mod._CACHE.clear()
+        weigher_mod.clear_cache()
 
     def test_one_to_one_first_then_no_change_then_loss(self):
         hosts = [host('loses', text((8, 8))),
@@ -59,11 +61,13 @@ class TestWeights(testtools.TestCase):
                  host('fits-loose', text((0, 0))),
                  host('no-package', num_instances='3')]
         w = weigh(hosts, spec(vcpus=2))
-        self.assertEqual(['fits-tight', 'fits-loose', 'shared',
-                          'no-package', 'loses'],
-                         [h.host for _, h in sorted(
-                             zip(w, hosts), key=lambda p: -p[0])])
-        self.assertEqual(0.0, w[1])  # nobody gains or loses
+        order = [h.host for _, h in sorted(zip(w, hosts),
+                                           key=lambda p: -p[0])]
+        # (which of the two one-to-one hosts first is the request's
+        # draw: engine/hostchoice.py)
+        self.assertEqual({'fits-tight', 'fits-loose'}, set(order[:2]))
+        self.assertEqual(['shared', 'no-package', 'loses'], order[2:])
+        self.assertGreaterEqual(min(w[2:4]), summary_mod.FIT_FLOOR)
         self.assertEqual(0.0, w[4])  # no summary: neutral
         self.assertEqual((-1.0, 1.0), (weigher_mod.OneToOneWeigher.minval,
                                        weigher_mod.OneToOneWeigher.maxval))
@@ -73,7 +77,8 @@ class TestWeights(testtools.TestCase):
         earlier in this request): node 0 is full, the next guest tips
         it."""
         s = text((6, 8))
-        self.assertGreater(weigh([host('h', s)], spec(vcpus=2))[0], 0.9)
+        self.assertGreaterEqual(weigh([host('h', s)], spec(vcpus=2))[0],
+                                summary_mod.FIT_FLOOR)
         self.assertLess(weigh([host('h', s, vcpus_used=16)],
                               spec(vcpus=2))[0], 0)
 
@@ -117,10 +122,34 @@ class TestWeights(testtools.TestCase):
         self.assertIn('liar (SummaryError: the summary claims 8192 pool '
                       'CPUs, nova counts 16)', self.logs.output)
 
+    def test_the_instance_uuid_when_nova_set_it(self):
+        """nova sets ``RequestSpec.instance_uuid`` for each instance it
+        schedules; one without it raises on reading (not lazy-loadable):
+        the request is still weighed, its draw from ''."""
+        class Unset:
+            flavor = spec().flavor
+            numa_topology = None
+
+            @property
+            def instance_uuid(self):
+                raise RuntimeError('attribute instance_uuid not '
+                                   'lazy-loadable')
+        self.assertEqual('', weigher_mod.request_of(Unset()).uuid)
+        given = spec()
+        given.instance_uuid = 'u-1'
+        self.assertEqual('u-1', weigher_mod.request_of(given).uuid)
+        self.assertNotEqual([0.0], weigh([host('a', text((1, 0)))],
+                                         Unset()))
+
     def test_one_host_as_nova_asks(self):
         w = weigher_mod.OneToOneWeigher()
-        self.assertEqual(0.7, round(w._weigh_object(
-            host('h', text((0, 0))), spec(vcpus=2, memory_mb=2048)), 9))
+        # one empty host: the fleet has room, no fit counts (the
+        # request's draw within TIE_DRAW of the band)
+        got = w._weigh_object(host('h', text((0, 0))),
+                              spec(vcpus=2, memory_mb=2048))
+        self.assertGreaterEqual(got, summary_mod.FIT_FLOOR)
+        self.assertLessEqual(got, summary_mod.FIT_FLOOR + (
+            1 - summary_mod.FIT_FLOOR) * hostchoice.TIE_DRAW)
 
     def test_summaries_decoded_once(self):
         hosts = [host('a', text((1, 0))), host('b', text((1, 0)))]
@@ -132,6 +161,91 @@ class TestWeights(testtools.TestCase):
         for _ in range(3):
             weigh(hosts, spec())
         self.assertEqual(1, len(calls))
+
+    def test_a_summary_whose_time_alone_changed_stays_decoded(self):
+        """The cache is keyed by the text after the pass time: a host
+        whose passes ran again without changing its counts is not decoded
+        again, and its summary has the new time."""
+        now = int(time.time())
+        texts = {at: text((1, 0), at=at) for at in range(now - 5, now)}
+        second = text((2, 0))
+        calls = []
+        real = summary_mod.decode
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.engine.summary.decode',
+            lambda t: calls.append(t) or real(t)))
+        for at, first in texts.items():
+            self.assertEqual(at, weigher_mod.summary_of(first).at)
+            weigh([host('a', first, vcpus_used=1)], spec())
+        self.assertEqual(1, len(calls))
+        self.assertIsNot(None, weigher_mod.summary_of(second))
+        self.assertEqual(2, len(calls))
+        # Not the pass time first (another writer): keyed whole.
+        other = '{' + first[len('{"t":%d,' % (now - 1)):-1] + \
+            ',"t":%d}' % (now - 1)
+        self.assertEqual(real(first), weigher_mod.summary_of(other))
+        self.assertEqual(3, len(calls))
+        # A time beyond the bounds is refused even when the rest is known.
+        self.assertRaises(summary_mod.SummaryError, weigher_mod.summary_of,
+                          '{"t":%d,' % (1 << 40) + first.split(',', 1)[1])
+
+    def test_the_cache_drops_the_least_recently_used(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.weigher.CACHE_LIMIT', 3))
+        texts = [text((i, 0)) for i in range(5)]
+        calls = []
+        real = summary_mod.decode
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.engine.summary.decode',
+            lambda t: calls.append(t) or real(t)))
+        for t in texts[:3]:
+            weigher_mod.summary_of(t)
+        weigher_mod.summary_of(texts[0])  # used again: kept
+        weigher_mod.summary_of(texts[3])  # drops texts[1], not all
+        self.assertEqual(4, len(calls))
+        weigher_mod.summary_of(texts[0])
+        weigher_mod.summary_of(texts[2])
+        weigher_mod.summary_of(texts[3])
+        self.assertEqual(4, len(calls))
+        weigher_mod.summary_of(texts[1])
+        self.assertEqual(5, len(calls))
+
+    def test_a_summary_too_old_never_weighs(self):
+        """A compute that stopped saving its node (nova-compute down)
+        leaves its last summary in nova's database: older than
+        summary_max_age and the slack, it weighs neutral."""
+        limit = conf_mod.DEFAULT_SUMMARY_MAX_AGE + weigher_mod.AGE_SLACK
+        now = int(time.time())
+        fresh = host('fresh', text((6, 0), at=now - int(limit) + 5))
+        old = host('old', text((6, 0), at=now - int(limit) - 5))
+        w = weigh([fresh, old], spec(vcpus=2))
+        self.assertGreater(w[0], 0.5)
+        self.assertEqual(0.0, w[1])
+        self.assertIn('old (StaleSummary: summary of a pass',
+                      self.logs.output)
+        # The same counts, fresh again: weighed.
+        again = host('old', text((6, 0), at=now))
+        self.assertGreaterEqual(weigh([again], spec(vcpus=2))[0],
+                                summary_mod.FIT_FLOOR)
+
+    def test_a_bad_summary_is_logged_once_a_host_an_interval(self):
+        clock = [1000000.0]
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.weigher.time.time', lambda: clock[0]))
+        w = weigher_mod.OneToOneWeigher()
+        objs = [types.SimpleNamespace(obj=host('bad', 'not json')),
+                types.SimpleNamespace(obj=host('worse', '{"v":9}'))]
+        for _ in range(5):
+            self.assertEqual([0.0, 0.0], w.weigh_objects(objs, spec()))
+        self.assertEqual(1, self.logs.output.count('bad (SummaryError'))
+        self.assertEqual(1, self.logs.output.count('worse (SummaryError'))
+        clock[0] += weigher_mod.COMPLAINT_INTERVAL - 1
+        w.weigh_objects(objs[:1], spec())
+        self.assertEqual(1, self.logs.output.count('bad (SummaryError'))
+        clock[0] += 2
+        w.weigh_objects(objs, spec())
+        self.assertEqual(2, self.logs.output.count('bad (SummaryError'))
+        self.assertEqual(2, self.logs.output.count('worse (SummaryError'))
 
     def test_multiplier_without_nova_is_the_default(self):
         w = weigher_mod.OneToOneWeigher()

@@ -33,10 +33,11 @@
 # cloud at a time: the other layout's cloud is brought down (kept).
 # ("cloud-kolla" is the old name of "cloud", kolla's layout.)
 #
-# The VM tests run beside the stages after them (the nova environments,
-# the cloud, tempest; NPH_VM_BESIDE=0 runs them in turn): each is slower
-# beside the other, the run about 12 minutes shorter on a 2-CPU machine
-# (README). Their output comes at the end.
+# The VM tests run beside the stages after them (from the demo on: lint,
+# the unit and functional tests, the nova environments, the cloud,
+# tempest; NPH_VM_BESIDE=0 runs them in turn): each is slower beside the
+# other, the run shorter (doc/source/reference/ci.rst). Their output
+# comes at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -72,10 +73,14 @@ for e in "$@"; do
         *) envs+=("$e") ;;
     esac
 done
-[ ${#envs[@]} -gt 0 ] || envs=(demo pep8 docs releasenotes build py3 functional vm
-    "nova-${releases[0]}" "nova-${releases[-1]}"
-    "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}"
-    cloud tempest-smoke)
+light=  # the default run: the oldest release without the weigher's measurements
+if [ ${#envs[@]} = 0 ]; then
+    envs=(demo vm pep8 docs releasenotes build py3 functional
+        "nova-${releases[0]}" "nova-${releases[-1]}"
+        "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}"
+        cloud tempest-smoke)
+    [ "${releases[0]}" = "${releases[-1]}" ] || light="nova-functional-${releases[0]}"
+fi
 
 # A synthetic load beside the chosen stages (CONTRIBUTING, "Beside a
 # load"): NPH_TEST_LOAD=cpu:N keeps N CPUs busy with stress-ng from the
@@ -104,15 +109,43 @@ else
     tools/setup-host.sh --packages-only
 fi
 
+# The VM tests beside the stages after them, or in turn (the last stage,
+# or NPH_VM_BESIDE=0).
+vm_beside=0
 for e in "${envs[@]}"; do
-    if [ "$e" = vm ]; then
+    if [ "$e" = vm ] && [ "$e" != "${envs[-1]}" ] && [ "${NPH_VM_BESIDE:-1}" != 0 ]; then
+        vm_beside=1
+    elif [ "$e" = vm ]; then
         # Built once and kept (about 1.5 min here); a failure is reported
-        # by the VM tests themselves.
+        # by the VM tests themselves. Beside the rest, the VM's own job
+        # builds it (below).
         start=$(date +%s)
         tools/vm-image.sh >/dev/null || true  # the VM tests report it
         echo "=== VM image ready after $(( $(date +%s) - start )) s ==="
     fi
 done
+
+# What the functional tests build once a machine (a systemd root file
+# system, kolla's images: about 5.5 minutes of a fresh machine's run
+# beside a busy CPU), built beside the stages before them: the tests run
+# the same scripts, which wait on the build's lock and then find it (a
+# failure is reported by the tests themselves).
+# shellcheck disable=SC2329  # run by name in its own session (below)
+prebuild() {  # its own session: the trap's kill reaches all of it
+    local start rc=0
+    start=$(date +%s)
+    { tools/systemd-rootfs.sh && tools/kolla-images.sh build; } || rc=$?
+    echo "=== the functional tests' root file system and kolla's images: exit $rc after $(( $(date +%s) - start )) s ==="
+    return "$rc"
+}
+prebuild_pid=; prebuild_out=
+if [[ " ${envs[*]} " == *" functional "* ]]; then
+    prebuild_out=$(mktemp)
+    export -f prebuild
+    setsid bash -c prebuild </dev/null >"$prebuild_out" 2>&1 &
+    prebuild_pid=$!
+    echo "=== the functional tests' root file system and kolla's images: building beside the stages before them ==="
+fi
 
 venv="$top/.venv-tools"
 if [ ! -x "$venv/bin/tox" ]; then
@@ -143,7 +176,8 @@ vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
 # in every run with the VM tests beside the rest): nothing here may fail.
 trap 'if [ -n "$vm_pid" ]; then kill "$vm_pid" 2>/dev/null || true; fi  # ended
       if [ -n "$load_pid" ]; then kill -- "-$load_pid" 2>/dev/null || true; fi  # ended
-      rm -f "$why" "$vm_out" || true' EXIT  # nothing here may fail (above)
+      if [ -n "$prebuild_pid" ]; then kill -- "-$prebuild_pid" 2>/dev/null || true; fi  # ended
+      rm -f "$why" "$vm_out" "$prebuild_out" || true' EXIT  # nothing here may fail (above)
 if [ -n "$load_cpus" ]; then
     # Its own session, so that the trap's kill reaches every worker.
     setsid stress-ng --cpu "$load_cpus" --quiet </dev/null >/dev/null 2>&1 &
@@ -156,8 +190,7 @@ count() {  # ENV: read back the counts of the env's stestr run
     local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent
     case "$e" in
         pep8) return 0 ;;
-        nova-functional-*) envdir=".tox/nova-${e##*-}" ;;  # as tox.ini sets env_dir
-        nova-*) envdir=".tox/$e-env" ;;
+        nova-*) envdir=".tox/nova-${e##*-}" ;;  # as tox.ini sets env_dir
         vm) repo=.stestr-vm ;;
     esac
     [ -x "$envdir/bin/stestr" ] || return 0
@@ -248,11 +281,17 @@ for e in "${envs[@]}"; do
         rm -f "$out"
         continue
     fi
-    if [ "$e" = vm ] && [ "$e" != "${envs[-1]}" ] && [ "${NPH_VM_BESIDE:-1}" != 0 ]; then
+    if [ "$e" = vm ] && [ "$vm_beside" = 1 ]; then
         echo "=== tox -e vm: started beside the stages after it; its output at the end ==="
         rm -rf .stestr-vm
         vm_out=$(mktemp); vm_t0=$(date +%s)
-        "$venv/bin/tox" -e vm > "$vm_out" 2>&1 &
+        # The image first (a fresh machine builds it: 1 to 4.5 minutes,
+        # beside the rest instead of before it), then tox in the same
+        # process (exec), so that the trap's kill reaches it.
+        bash -c 'start=$(date +%s)
+            tools/vm-image.sh >/dev/null || true  # the VM tests report it
+            echo "=== VM image ready after $(( $(date +%s) - start )) s ==="
+            exec "$0" -e vm' "$venv/bin/tox" > "$vm_out" 2>&1 &
         vm_pid=$!
         prev=  # its time is counted when it ends
         continue
@@ -265,7 +304,22 @@ for e in "${envs[@]}"; do
     # where several checkouts test.
     lock=()
     [ "$e" = functional ] && lock=(flock /run/nph-functional.lock)
-    if ! "${lock[@]}" "$venv/bin/tox" -e "$e"; then
+    tox_env=("$e"); run_env=()
+    case "$e" in
+        nova-functional-*)
+            # The weigher's two placement measurements (a sequence and
+            # bursts, about 4 minutes a release beside a busy CPU) on the
+            # newest release; the oldest runs the rest (nova-matrix: all).
+            [ "$e" = "$light" ] && tox_env+=(-- --exclude-regex \
+                'test_weigher\.WeigherTest\.test_(more_one_to_one_with_the_weigher|bursts_of_)') ;;
+        nova-[0-9]*)
+            # tests/nova in nova-functional-N's virtualenv (the same
+            # packages; tox would build a second one for nova-N, about 2
+            # minutes a release).
+            tox_env=("nova-functional-${e#nova-}")
+            run_env=(env NPH_NOVA_SUITE=./tests/nova NPH_NOVA_CONCURRENCY=1) ;;
+    esac
+    if ! "${lock[@]}" "${run_env[@]}" "$venv/bin/tox" -e "${tox_env[@]}"; then
         status=1
         echo "=== tox -e $e FAILED ===" >&2
     fi
@@ -283,6 +337,17 @@ if [ -n "$vm_pid" ]; then
     fi
     times+=("vm(beside) $(( $(date +%s) - vm_t0 ))s")
     count vm
+fi
+if [ -n "$prebuild_pid" ]; then
+    # Long done (the functional tests waited for it): its status, and
+    # its output's end when it failed (the tests said what it broke).
+    prebuild_rc=0; wait "$prebuild_pid" || prebuild_rc=$?
+    prebuild_pid=  # reaped
+    if [ "$prebuild_rc" = 0 ]; then
+        tail -n 1 "$prebuild_out"
+    else
+        tail -n 20 "$prebuild_out"
+    fi
 fi
 # CI shows the head and the tail of this output: name what failed here,
 # where it can be read without the whole log.

@@ -18,6 +18,16 @@ if [ "$(id -u)" != 0 ]; then
     echo "systemd-rootfs.sh: run me as root" >&2
     exit 2
 fi
+# One build at a time (tools/run-tests.sh starts one beside the stages
+# before the functional tests, which run this again): the second waits,
+# then finds the first's.
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock -w 1800 9 || { echo "systemd-rootfs.sh: $dest.lock is held" >&2; exit 1; }
+if [ -x "$dest/usr/lib/systemd/systemd" ] && [ -f "$dest/.complete" ]; then
+    echo "$dest"
+    exit 0
+fi
 mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)$/\1/p' \
              /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
 [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" {print $2; exit}' \

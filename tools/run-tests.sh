@@ -125,28 +125,6 @@ for e in "${envs[@]}"; do
     fi
 done
 
-# What the functional tests build once a machine (a systemd root file
-# system, kolla's images: about 5.5 minutes of a fresh machine's run
-# beside a busy CPU), built beside the stages before them: the tests run
-# the same scripts, which wait on the build's lock and then find it (a
-# failure is reported by the tests themselves).
-# shellcheck disable=SC2329  # run by name in its own session (below)
-prebuild() {  # its own session: the trap's kill reaches all of it
-    local start rc=0
-    start=$(date +%s)
-    { tools/systemd-rootfs.sh && tools/kolla-images.sh build; } || rc=$?
-    echo "=== the functional tests' root file system and kolla's images: exit $rc after $(( $(date +%s) - start )) s ==="
-    return "$rc"
-}
-prebuild_pid=; prebuild_out=
-if [[ " ${envs[*]} " == *" functional "* ]]; then
-    prebuild_out=$(mktemp)
-    export -f prebuild
-    setsid bash -c prebuild </dev/null >"$prebuild_out" 2>&1 &
-    prebuild_pid=$!
-    echo "=== the functional tests' root file system and kolla's images: building beside the stages before them ==="
-fi
-
 venv="$top/.venv-tools"
 if [ ! -x "$venv/bin/tox" ]; then
     python3 -m venv "$venv"
@@ -171,6 +149,7 @@ else
 fi
 other_down=0
 vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
+prebuild_pid=; prebuild_out=  # the functional tests' builds beside the rest (below)
 # Under set -e a failing command in the trap would make the run's exit
 # status 1 whatever $status says (a kill of a VM run that had ended did,
 # in every run with the VM tests beside the rest): nothing here may fail.
@@ -185,6 +164,26 @@ if [ -n "$load_cpus" ]; then
     echo "=== load: stress-ng --cpu $load_cpus beside the run (NPH_TEST_LOAD=$load) ==="
 fi
 
+# What the functional tests build once a machine (a systemd root file
+# system, kolla's images: about 5.5 minutes of a fresh machine's run
+# beside a busy CPU), built beside the stages before them: the tests run
+# the same scripts, which wait on the build's lock and then find it (a
+# failure is reported by the tests themselves).
+# shellcheck disable=SC2329  # run by name in its own session (below)
+prebuild() {  # its own session: the trap's kill reaches all of it
+    local start rc=0
+    start=$(date +%s)
+    { tools/systemd-rootfs.sh && tools/kolla-images.sh build; } || rc=$?
+    echo "=== the functional tests' root file system and kolla's images: exit $rc after $(( $(date +%s) - start )) s ==="
+    return "$rc"
+}
+if [[ " ${envs[*]} " == *" functional "* ]]; then
+    prebuild_out=$(mktemp)
+    export -f prebuild
+    setsid bash -c prebuild </dev/null >"$prebuild_out" 2>&1 &
+    prebuild_pid=$!
+    echo "=== the functional tests' root file system and kolla's images: building beside the stages before them ==="
+fi
 
 count() {  # ENV: read back the counts of the env's stestr run
     local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent

@@ -35,7 +35,6 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)$/\1/p' \
 mirror=${mirror:-http://deb.debian.org/debian}
 
 rm -rf "$dest.tmp"
-mkdir -p "$(dirname "$dest")"
 debootstrap --variant=minbase \
     --include=systemd,systemd-sysv,dbus,python3,python3-oslo.config,python3-oslo.log,procps \
     bookworm "$dest.tmp" "$mirror" >&2

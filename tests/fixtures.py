@@ -13,6 +13,7 @@ serves each domain's memory placement from the fake instead of /proc.
 """
 
 import threading
+import time
 
 import fixtures
 from oslo_config import cfg
@@ -93,6 +94,20 @@ def run_agent(test, agent, join_timeout=10):
     test.addCleanup(thread.join, join_timeout)
     test.addCleanup(stop.set)
     return agent
+
+
+def passes_beyond(coalescer, passes, timeout=30.0):
+    """True once ``coalescer`` has counted more than ``passes`` passes.
+
+    A pass counts itself when it ends, after its writes: a test that saw
+    the pass's pin in libvirt or /proc may still be ahead of its count,
+    the more so on a loaded machine (CI saw "1 not greater than 1")."""
+    deadline = time.monotonic() + timeout
+    while coalescer.passes <= passes:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def current_runtime():

@@ -24,7 +24,10 @@ import typing
 from oslo_config import cfg
 from oslo_config import types
 
+from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine.policy import options as policy_options
+from nova_pinning_hooks.isolation import state as isolation_state
 
 PINNING_GROUP = 'nova_pinning'
 ISOLATION_GROUP = 'nova_pinning_isolation'
@@ -181,9 +184,10 @@ pinning_opts = [
                      'edited by hand). One small /proc read per guest '
                      'thread.'),
     cfg.StrOpt('foreign_domains', default='manage',
-               choices=[('manage', 'bind them like nova guests'),
-                        ('ignore', 'leave their pins alone; they keep '
-                                   'running wherever they run now')],
+               choices=policy_options.ForeignDomains.choices({
+                   'manage': 'bind them like nova guests',
+                   'ignore': 'leave their pins alone; they keep running '
+                             'wherever they run now'}),
                help='What to do with live domains that nova did not '
                     'create (no nova metadata in their XML).'),
     cfg.BoolOpt('set_home_node', default=False,
@@ -193,10 +197,10 @@ pinning_opts = [
                      'vCPUs are pinned; the kernel then tends to allocate '
                      'new memory near them.'),
     cfg.StrOpt('emulator_threads', default='shared',
-               choices=[('guest', 'with the guest\'s own vCPUs'),
-                        ('shared', 'one-to-one guests: on the pCPUs of '
-                                   'the home node\'s pool that no '
-                                   'one-to-one vCPU holds')],
+               choices=emuthreads.Setting.choices({
+                   'guest': 'with the guest\'s own vCPUs',
+                   'shared': 'one-to-one guests: on the pCPUs of the home '
+                             'node\'s pool that no one-to-one vCPU holds'}),
                help='Where a one-to-one guest\'s emulator thread and '
                     'IOThreads run. guest: on its own vCPUs\' pCPUs, so '
                     'its disk and network work takes time from its '
@@ -357,10 +361,11 @@ pinning_opts = [
 
 isolation_opts = [
     cfg.StrOpt('cgroup_mode', default='auto',
-               choices=[('auto', 'systemd with cgroup v2 if pid 1 is '
-                                 'systemd on a unified hierarchy, else v1'),
-                        ('systemd', 'AllowedCPUs= on slices'),
-                        ('v1', 'a cgroup v1 cpuset group')],
+               choices=isolation_state.CgroupMode.choices({
+                   'auto': 'systemd with cgroup v2 if pid 1 is systemd on a '
+                           'unified hierarchy, else v1',
+                   'systemd': 'AllowedCPUs= on slices',
+                   'v1': 'a cgroup v1 cpuset group'}),
                help='How host processes are confined.'),
     cfg.StrOpt('cgroup_root', default='/sys/fs/cgroup',
                help='Where the cgroup hierarchies are mounted.'),

@@ -224,7 +224,7 @@ def cmd_rebind(conf: cfg.ConfigOpts,
                               log_errors=False, release=release)
     finally:
         rec.close()
-    if result.error and result.error_kind == 'input':
+    if result.error and result.error_kind == reconciler.ErrorKind.INPUT:
         raise common.UsageError(result.error)
     if result.error and result.plan is None:
         raise common.CommandFailed('pass failed: %s' % result.error)

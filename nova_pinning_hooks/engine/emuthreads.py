@@ -34,25 +34,38 @@ Invariants:
 
 import typing
 
-GUEST = 'guest'
-SHARED = 'shared'
-SETTINGS = (GUEST, SHARED)
+from nova_pinning_hooks.engine import names
 
-# Rules: why the threads are where they are.
-WITH_VCPUS = 'with-vcpus'
-POOL_FREE = 'pool-free'
-FALLBACK = 'node-pool-fallback'
+
+class Setting(names.Name):
+    """``[nova_pinning] emulator_threads``."""
+    GUEST = 'guest'
+    SHARED = 'shared'
+
+
+class Rule(names.Name):
+    """Why the threads are where they are (``GuestPlan.emulator_rule``)."""
+    WITH_VCPUS = 'with-vcpus'
+    POOL_FREE = 'pool-free'
+    FALLBACK = 'node-pool-fallback'
+
+
+GUEST = Setting.GUEST
+SHARED = Setting.SHARED
+WITH_VCPUS = Rule.WITH_VCPUS
+POOL_FREE = Rule.POOL_FREE
+FALLBACK = Rule.FALLBACK
 
 
 class Placement(typing.NamedTuple):
     """The pCPUs of a guest's emulator and I/O threads, and why."""
 
     cpus: frozenset[int]
-    rule: str
+    rule: Rule
     reason: str
 
 
-_WITH_VCPUS = {
+_WITH_VCPUS: dict[str, tuple[Rule, str]] = {
     GUEST: (WITH_VCPUS, 'emulator and I/O threads follow the vCPUs '
                         '(emulator_threads = guest)'),
     SHARED: (WITH_VCPUS, 'emulator and I/O threads share the guest\'s '
@@ -60,7 +73,7 @@ _WITH_VCPUS = {
 }
 
 
-def with_vcpus(setting: str) -> tuple[str, str]:
+def with_vcpus(setting: str) -> tuple[Rule, str]:
     """(rule, reason) of a guest whose emulator and I/O threads run on
     its vCPUs' pCPUs: every guest with ``guest``, the range guests with
     ``shared``. One lookup: a host range of thousands of guests asks it
@@ -68,8 +81,8 @@ def with_vcpus(setting: str) -> tuple[str, str]:
     try:
         return _WITH_VCPUS[setting]
     except KeyError:
-        raise ValueError('emulator_threads must be one of %s, not %.32r'
-                         % (', '.join(SETTINGS), setting)) from None
+        Setting.check('emulator_threads', setting)
+        raise
 
 
 def place(setting: str, one_to_one: bool, vcpu_cpus: frozenset[int],

@@ -7,21 +7,19 @@ an unchanged host yields an empty list and makes no libvirt write.
 """
 
 import dataclasses
-import enum
 import typing
 
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.engine import topology
 
 
 
-class Mode(str, enum.Enum):
-    """How a guest's threads are bound (``GuestPlan.mode``). A str, so
-    that it compares, hashes, formats and serialises as the plain names
-    did ('dedicated' ...): the JSON of a plan and the metrics' labels
-    carry the value."""
+class Mode(names.Name):
+    """How a guest's threads are bound (``GuestPlan.mode``): the JSON of
+    a plan and the metrics' labels carry the value."""
     DEDICATED = 'dedicated'  # one-to-one: one pCPU a vCPU
     NODE_RANGE = 'node-range'
     CROSS_NODE_RANGE = 'cross-node-range'
@@ -29,11 +27,32 @@ class Mode(str, enum.Enum):
     UNTOUCHED = 'untouched'
     RELEASED = 'released'  # only in release plans: back on nova's own CPUs
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+class HomeSource(names.Name):
+    """Where a guest's home node came from (``GuestPlan.home_source``)."""
+    MEMORY = 'memory'  # where its memory is
+    NUMATUNE = 'numatune'  # its memory policy's nodeset
+    PINS = 'pins'  # where its vCPUs are pinned
+    CHOSEN = 'chosen'  # chosen by the policy (no fact yet)
+    NONE = 'none'  # no home (untouched, or memory on several nodes)
+
+
+class Rule(names.Name):
+    """Which rule made a guest's plan (``GuestPlan.rule``): the seed's
+    rules (doc/source/reference/policy.rst) and why a guest is left
+    untouched or released."""
+    NOT_RUNNING = 'not-running'
+    NOVA_PLACED = 'nova-placed'
+    FOREIGN = 'foreign'  # foreign_domains = ignore
+    NO_VCPUS = 'no-vcpus'
+    EMPTY_POOL = 'empty-pool'
+    HOST_OVERSUBSCRIBED = 'rule-1-host-range'
+    NODE_OVERSUBSCRIBED = 'rule-2-host-range'
+    CROSS_OVERSUBSCRIBED = 'rule-3-host-range'
+    ONE_TO_ONE = 'rule-2-one-to-one'
+    NODE_RANGE = 'rule-2-node-range'
+    CROSS_NODE_RANGE = 'rule-3'
+    RELEASE = 'release'  # nova-pinning release: back on nova's CPUs
 
 
 # The short names the rules and the views compare with.
@@ -57,24 +76,23 @@ class GuestPlan(typing.NamedTuple):
     name: str
     mode: Mode
     home_node: typing.Optional[int]
-    home_source: str  # memory | numatune | pins | chosen | none
+    home_source: HomeSource
     vcpu_pins: dict[int, frozenset[int]]  # vCPU -> its CPUs; {} untouched
     emulator_pin: typing.Optional[frozenset[int]]  # None when untouched
     iothread_pins: dict[int, frozenset[int]]  # iothread id -> its CPUs
-    rule: str
+    rule: Rule
     reason: str
     # Node ids to set (home node chosen)
     numa_nodeset: typing.Optional[frozenset[int]] = None
     # Why the emulator and I/O threads are on ``emulator_pin``
     # (``emuthreads``); None when untouched or released.
-    emulator_rule: typing.Optional[str] = None
+    emulator_rule: typing.Optional[emuthreads.Rule] = None
     emulator_reason: typing.Optional[str] = None
 
 
-class ChangeKind(str, enum.Enum):
+class ChangeKind(names.Name):
     """What a ``PinChange`` writes: a vCPU's pin, the emulator's, an
-    IOThread's, or the memory nodeset. A str, so that it compares,
-    hashes, formats and serialises as the plain names did ('vcpu' ...).
+    IOThread's, or the memory nodeset.
 
     Each kind carries its facts: ``thread_pin``, whether it pins a
     thread's CPUs (counted as a pin change, and pending until written)
@@ -95,12 +113,6 @@ class ChangeKind(str, enum.Enum):
     EMULATOR = ('emulator', True)
     IOTHREAD = ('iothread', True)
     NUMA = ('numa', False)
-
-    def __str__(self) -> str:
-        return self._value_
-
-    def __format__(self, spec: str) -> str:
-        return format(self._value_, spec)
 
 
 class PinChange(typing.NamedTuple):
@@ -127,7 +139,7 @@ class Plan:
     cross_node_vcpus: int  # V_X
     # ``[nova_pinning] emulator_threads``: ``guest`` plans print as they
     # did before the option (no ``emulator_threads`` fields).
-    emulator_threads: str = emuthreads.GUEST
+    emulator_threads: str = emuthreads.Setting.GUEST
 
 
 def changes(plan: Plan, guests: typing.Iterable[guest_mod.Guest],

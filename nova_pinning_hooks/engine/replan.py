@@ -129,7 +129,7 @@ def _update(state: make.State, host: topology.HostTopology,
     whole-host plan can tell. ``state`` is consumed."""
     for uuid in list(removed) + list(changed):
         why = state.why.get(uuid)
-        if why is not None and why[0] == 'nova-placed':
+        if why is not None and why[0] == plan_mod.Rule.NOVA_PLACED:
             return None  # its pCPUs were out of the pool
     if any(g.active and g.nova_placed for g in changed.values()):
         return None  # its pCPUs leave the pool
@@ -185,16 +185,16 @@ def _update(state: make.State, host: topology.HostTopology,
                            len(state.facts))
     old_layout = state.layout
     if layout.kind != old_layout.kind or \
-            (layout.kind != 'nodes' and layout != old_layout):
+            (layout.kind != layout_mod.Kind.NODES and layout != old_layout):
         return None  # everyone's pins change: nothing to keep
     scope = set(removed).union(changed)
     managed = [(u, g) for u, g in changed.items() if state.why[u] is None]
     one_to_one, free = state.one_to_one, state.free
-    if layout.kind in ('host', 'empty-pool'):
+    if layout.kind in (layout_mod.Kind.HOST, layout_mod.Kind.EMPTY_POOL):
         for uuid, g in managed:
             state.plans[uuid] = placement.host_plan(g, layout, pool, homes,
                                                  options)
-    elif layout.kind == 'nodes':
+    elif layout.kind == layout_mod.Kind.NODES:
         one_to_one = dict(one_to_one)
         rebuilt: set[str]
         before, rebuilt = dict(old_layout.modes), set()

@@ -109,15 +109,11 @@ class Summary(typing.NamedTuple):
         """vCPUs one-to-one under this summary's layout."""
         return _layout(self.ratio, self.nodes, self.cross)[1]
 
-    def modes(self) -> dict[int, str]:
+    def modes(self) -> dict[int, plan_mod.Mode]:
         """node -> how its guests are bound under this summary's layout
         (one-to-one, node range, host range; untouched: empty pool)."""
         layout = _layout(self.ratio, self.nodes, self.cross)[0]
-        if layout.kind == 'nodes':
-            return dict(layout.modes)
-        mode = (plan_mod.HOST_RANGE if layout.kind == 'host'
-                else plan_mod.UNTOUCHED)
-        return {n.id: mode for n in self.nodes}
+        return {n.id: layout.mode_of(n.id) for n in self.nodes}
 
 
 class Forecast(typing.NamedTuple):
@@ -165,7 +161,6 @@ def of_plan(host: topology.HostTopology,
 # counts in ``seen`` (not running, or placed by nova itself).
 CROSS = -1
 NO_LOAD = -2
-EMPTY_POOL_RULE = 'empty-pool'  # policy.layout.decide's, for an empty pool
 
 
 class Entry(typing.NamedTuple):
@@ -189,7 +184,8 @@ def entries(guests: typing.Iterable[guest_mod.Guest], plan: plan_mod.Plan
         gp = plans[g.uuid]
         # A managed guest on a host without a pool is untouched, but
         # counted (cross-node: no node without pool CPUs is a home).
-        if gp.mode == plan_mod.UNTOUCHED and gp.rule != EMPTY_POOL_RULE:
+        if gp.mode == plan_mod.UNTOUCHED and \
+                gp.rule != plan_mod.Rule.EMPTY_POOL:
             home, kib = NO_LOAD, 0
         elif gp.home_node is None:
             home, kib = CROSS, 0
@@ -386,7 +382,7 @@ def _layout(ratio: float, nodes: typing.Sequence[Node], cross: int,
     layout = layout_mod.decide_sizes(sum(n.pool for n in nodes),
                                  {n.id: n.pool for n in nodes}, ratio,
                                  totals, 1)
-    if layout.kind != 'nodes':
+    if layout.kind != layout_mod.Kind.NODES:
         return layout, 0
     return layout, sum(load[node] for node, mode in layout.modes
                        if mode == plan_mod.DEDICATED)
@@ -420,14 +416,7 @@ def forecast(summary: Summary, vcpus: int, memory_kib: int,
     else:
         load[home] += vcpus
     layout, after = _layout(ratio, nodes, cross, load)
-    if layout.kind == 'host':
-        mode = plan_mod.HOST_RANGE
-    elif layout.kind != 'nodes':
-        mode = plan_mod.UNTOUCHED
-    elif home is None:
-        mode = plan_mod.CROSS_NODE_RANGE
-    else:
-        mode = dict(layout.modes)[home]
+    mode = layout.mode_of(home)
     home_pool = next((n.pool for n in nodes if n.id == home), 0)
     return Forecast(mode, home, before, after, vcpus, summary.pool,
                     load[home] if home is not None else 0, home_pool)

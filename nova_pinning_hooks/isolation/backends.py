@@ -14,13 +14,14 @@ import typing
 
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemd
 
 
 class Backend(typing.Protocol):
     """What the isolator and ``status`` ask of either backend."""
 
-    name: str
+    name: state.CgroupMode  # the mode it is
     moves_processes: bool  # cgroup v1: processes are moved one by one
 
     def record(self) -> dict[str, typing.Any]:
@@ -38,6 +39,6 @@ class Backend(typing.Protocol):
 
 
 def backend_for(settings: config.Settings) -> Backend:
-    if settings.mode == 'systemd':
+    if settings.mode == state.CgroupMode.SYSTEMD:
         return systemd.Systemd.from_settings(settings)
     return cgroupv1.CgroupV1.from_settings(settings)

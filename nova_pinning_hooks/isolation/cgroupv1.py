@@ -30,6 +30,7 @@ from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.host import qemuproc
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import state
 
 LOG = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def _read_set(path: str) -> typing.Optional[frozenset[int]]:
 
 class CgroupV1:
 
-    name = 'v1'
+    name = state.CgroupMode.V1
     moves_processes = True
 
     def __init__(self, cpuset_root: str, memory_root: str, group: str,

@@ -43,6 +43,7 @@ from oslo_log import log as logging
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.isolation import classify
+from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemdbus
 
 LOG = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class Options:
     reserved_cpus: typing.Optional[str]  # CPU set text; None: unset
     overcommit_file: typing.Optional[str]  # nova's CPU sets; None: unset
     # [nova_pinning_isolation]
-    cgroup_mode: str                     # 'auto', 'v1' or 'systemd'
+    cgroup_mode: str                     # state.CgroupMode
     cgroup_root: str
     group_name: str
     memory_limit_mib: typing.Optional[int]
@@ -130,7 +131,7 @@ def read(conf: cfg.ConfigOpts) -> Options:
 
 
 class Settings(typing.NamedTuple):
-    mode: str                    # 'v1' or 'systemd'
+    mode: str                    # state.RECORDED
     cpus: frozenset[int]         # the reserved host CPUs
     mems: typing.Optional[frozenset[int]]  # memory nodes; None: unchanged
     cgroup_root: str
@@ -363,11 +364,12 @@ def resolve_mode(opts: Options, paths: HostPaths = HOST,
     they ever took effect."""
     mode = opts.cgroup_mode
     root = opts.cgroup_root
-    if mode == 'auto':
+    if mode == state.CgroupMode.AUTO:
         unified = os.path.exists(os.path.join(root, 'cgroup.controllers'))
-        mode = ('systemd' if unified and os.path.isdir(paths.systemd_run)
-                else 'v1')
-    if mode == 'systemd':
+        mode = (state.CgroupMode.SYSTEMD
+                if unified and os.path.isdir(paths.systemd_run)
+                else state.CgroupMode.V1)
+    if mode == state.CgroupMode.SYSTEMD:
         systemctl, bus = systemd_access(paths)
         if not undo:
             _check_v2_cpuset(root)
@@ -395,7 +397,7 @@ def load(opts: Options, paths: HostPaths = HOST,
     check_names(opts)
     mode, systemctl, bus = resolve_mode(opts, paths)
     limit = _memory_limit(opts, paths)
-    if limit and mode == 'systemd':
+    if limit and mode == state.CgroupMode.SYSTEMD:
         LOG.warning('isolation: memory_limit_mib applies to cgroup v1 '
                     'only; ignored with systemd (set MemoryMax= on the '
                     'slices instead)')

@@ -99,15 +99,16 @@ def _fill(old: dict[str, typing.Any],
 def _same_setup(recorded: dict[str, typing.Any],
                 settings: config.Settings) -> None:
     """Refuse to apply over a state recorded with another setup."""
-    mode = recorded['mode']
+    mode, modes = recorded['mode'], state.CgroupMode
     then = now = None
     if mode != settings.mode:
         then, now = 'cgroup_mode ' + mode, settings.mode
-    elif mode == 'v1' and recorded['v1'].get('group') != settings.group_name:
+    elif mode == modes.V1 and \
+            recorded['v1'].get('group') != settings.group_name:
         then, now = 'group_name ' + recorded['v1'].get('group'), \
             settings.group_name
-    elif mode == 'systemd' and sorted(recorded['systemd']['slices']) != \
-            sorted(settings.slices):
+    elif mode == modes.SYSTEMD and \
+            sorted(recorded['systemd']['slices']) != sorted(settings.slices):
         then, now = 'slices ' + ','.join(recorded['systemd']['slices']), \
             ','.join(settings.slices)
     if then:

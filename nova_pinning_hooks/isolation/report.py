@@ -92,7 +92,7 @@ def _live(options: config.Options, settings: config.Settings,
         result.update(backend.status(timeout))
     except (BackendError, OSError) as exc:
         result['backend_error'] = str(exc)
-    if settings.mode == 'v1':
+    if settings.mode == state.CgroupMode.V1:
         result.update(_processes(settings))
     result.update(_pins(options, settings, wait))
     return result

@@ -135,7 +135,7 @@ def _fallback(opts: config.Options, paths: config.HostPaths,
     config.check_names(opts)
     mode, _, _ = config.resolve_mode(opts, paths, undo=True)
     failures = [why] if why else []
-    if mode == 'systemd':
+    if mode == state.CgroupMode.SYSTEMD:
         if not why:
             return UndoResult(None, 0, 0, ())  # never applied here
         record = {'slices': list(opts.slices), 'previous': {
@@ -176,7 +176,7 @@ def _restore(st: dict[str, typing.Any], paths: config.HostPaths,
     # the processes, and a backend failure must not keep them.
     failed = kernelwork.restore(st, paths)
     try:
-        if st['mode'] == 'v1':
+        if st['mode'] == state.CgroupMode.V1:
             restored, others, failures = _undo_v1(
                 st['v1'], st['moved'], paths.proc, configured)
         else:
@@ -225,13 +225,13 @@ def _undo(options: config.Options, paths: config.HostPaths,
         LOG.info('isolation: %s was written before the last reboot, '
                  'which undid it; removed', path)
         return UndoResult(st['mode'], 0, 0, (), earlier_boot=True)
-    if st['mode'] == 'systemd':
+    if st['mode'] == state.CgroupMode.SYSTEMD:
         # Before any change: without systemctl or the system bus
         # nothing can be undone, and the one line says what to add.
         config.systemd_access(paths)
     restored, others, failures = _restore(
         st, paths, options.group_name)
-    if st['mode'] == 'v1':
+    if st['mode'] == state.CgroupMode.V1:
         confined = _still_confined(
             st, paths.proc, options.group_name)
         if confined and not failures:

@@ -55,10 +55,22 @@ import typing
 
 from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
+from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.host import statefile
 
 VERSION = 1
+
+
+class CgroupMode(names.Name):
+    """``[nova_pinning_isolation] cgroup_mode``; a state records the mode
+    ``AUTO`` resolved to (``RECORDED``)."""
+    AUTO = 'auto'
+    SYSTEMD = 'systemd'
+    V1 = 'v1'
+
+
+RECORDED = (CgroupMode.V1, CgroupMode.SYSTEMD)
 BOOT_ID_LIMIT = 64
 
 
@@ -137,10 +149,10 @@ def _validate(state: object, path: str) -> dict[str, typing.Any]:
         raise StateError('%s: not a version %d isolation state'
                          % (path, VERSION))
     mode = state.get('mode')
-    if mode not in ('v1', 'systemd'):
+    if mode not in RECORDED:
         raise StateError('%s: unknown mode %r' % (path, mode))
     _require(mode in state, path, 'no "%s" record' % mode)
-    if mode == 'v1':
+    if mode == CgroupMode.V1:
         _validate_v1(state['v1'], path)
     else:
         _validate_systemd(state['systemd'], path)

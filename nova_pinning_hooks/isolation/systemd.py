@@ -49,6 +49,7 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import BackendUnreachable
 from nova_pinning_hooks.isolation import config
+from nova_pinning_hooks.isolation import state
 from nova_pinning_hooks.isolation import systemdbus
 
 LOG = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def manager(systemctl: typing.Optional[str] = None,
 
 class Systemd:
 
-    name = 'systemd'
+    name = state.CgroupMode.SYSTEMD
     moves_processes = False
 
     def __init__(self, slices: typing.Iterable[str],

@@ -163,7 +163,7 @@ class RatioFile:
             # The file on disk is not this configuration (or is gone): a
             # pass would bind with another process's CPU sets or ratio.
             return reconciler.PassResult(error=self.error,
-                                         error_kind='failed')
+                                         error_kind=reconciler.ErrorKind.FAILED)
         return None
 
     def write(self, ratio: typing.Optional[float] = None) -> bool:

@@ -49,8 +49,9 @@ class PassStats:
     def record(self, result: reconciler.PassResult,
                now: typing.Optional[float] = None) -> None:
         """Count a ``reconciler.PassResult``."""
-        outcome = ('ok' if result.error is None else
-                   'refused' if result.error_kind == 'input' else 'failed')
+        outcome = ('ok' if result.error is None else 'refused'
+                   if result.error_kind == reconciler.ErrorKind.INPUT
+                   else 'failed')
         with self._lock:
             self.passes[outcome] += 1
             self.seconds_sum += result.seconds

@@ -50,6 +50,7 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.engine import replan
@@ -64,6 +65,12 @@ from nova_pinning_hooks.passes import settings as settings_mod
 LOG = logging.getLogger(__name__)
 
 
+class ErrorKind(names.Name):
+    """Why a pass ended with an error (``PassResult.error_kind``)."""
+    INPUT = 'input'  # its input was refused: nothing written
+    FAILED = 'failed'  # it failed: some writes may have been made
+
+
 @dataclasses.dataclass
 class PassResult:
     changes: typing.List[plan_mod.PinChange] = dataclasses.field(
@@ -76,8 +83,7 @@ class PassResult:
             default_factory=list)
     calls: typing.Dict[str, int] = dataclasses.field(default_factory=dict)
     error: typing.Optional[str] = None  # one-line message, or None
-    # 'input' (refused) or 'failed'
-    error_kind: typing.Optional[str] = None
+    error_kind: typing.Optional['ErrorKind'] = None
     plan: typing.Optional[plan_mod.Plan] = None
     # the validated snapshot.Snapshot
     snapshot: typing.Optional[snapshot_mod.Snapshot] = None
@@ -252,11 +258,11 @@ class Reconciler:
                 self._pass(result, time.monotonic() + times.pass_timeout)
         except (settings_mod.SettingsError, snapshot_mod.SnapshotError,
                 policy.PolicyError) as exc:
-            result.error, result.error_kind = str(exc), 'input'
+            result.error, result.error_kind = str(exc), ErrorKind.INPUT
             if log_errors:
                 LOG.error('rebinding pass not run: %s', exc)
         except (passlock.LockTimeout, OSError) as exc:
-            result.error, result.error_kind = str(exc), 'failed'
+            result.error, result.error_kind = str(exc), ErrorKind.FAILED
             if log_errors:
                 LOG.error('rebinding pass not run: %s', exc)
         except Exception as exc:
@@ -267,7 +273,7 @@ class Reconciler:
             else:
                 result.error = '%s: %s' % (type(exc).__name__, exc)
                 LOG.exception('rebinding pass failed')
-            result.error_kind = 'failed'
+            result.error_kind = ErrorKind.FAILED
         finally:
             result.seconds = time.monotonic() - start
             self._log(result)
@@ -289,7 +295,7 @@ class Reconciler:
                 result.skipped = list(outcome.skipped)
                 if outcome.error:
                     result.error = 'libvirt: %s' % outcome.error[0]
-                    result.error_kind = 'failed'
+                    result.error_kind = ErrorKind.FAILED
                 if self.model is not None:
                     # Their XML changed: read it back next pass. A domain
                     # libvirt held (starting up...) was not written to:

@@ -22,30 +22,33 @@ import operator
 import typing
 
 from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import topology
 from nova_pinning_hooks.engine.policy import options as options_mod
 
 # (rule, reason) of a guest left untouched (``untouched_reason``).
-Reason = tuple[str, str]
+Reason = tuple[plan_mod.Rule, str]
 # (home node or None, source, cross-node?): ``home_from_facts``.
-Fact = tuple[typing.Optional[int], str, bool]
+Fact = tuple[typing.Optional[int], plan_mod.HomeSource, bool]
 # (home node or None, source): ``place``.
-Home = tuple[typing.Optional[int], str]
+Home = tuple[typing.Optional[int], plan_mod.HomeSource]
 
 
 def untouched_reason(guest: guest_mod.Guest, options: options_mod.Options
                      ) -> typing.Optional[Reason]:
     """(rule, reason) when the policy leaves ``guest`` untouched; None
     for a managed guest."""
+    rule = plan_mod.Rule
     if not guest.active:
-        return 'not-running', 'not running: holds no pCPU'
+        return rule.NOT_RUNNING, 'not running: holds no pCPU'
     if guest.nova_placed:
-        return ('nova-placed', 'nova placed it (instance NUMA topology); '
-                'its one-to-one pCPUs leave the pool')
-    if not guest.nova and options.foreign_domains == 'ignore':
-        return 'foreign', 'not created by nova (foreign_domains = ignore)'
+        return (rule.NOVA_PLACED, 'nova placed it (instance NUMA '
+                'topology); its one-to-one pCPUs leave the pool')
+    if not guest.nova and \
+            options.foreign_domains == options_mod.ForeignDomains.IGNORE:
+        return rule.FOREIGN, 'not created by nova (foreign_domains = ignore)'
     if not guest.vcpus:
-        return 'no-vcpus', 'no online vCPU'
+        return rule.NO_VCPUS, 'no online vCPU'
     return None
 
 
@@ -65,13 +68,13 @@ def home_from_facts(guest: guest_mod.Guest, host: topology.HostTopology,
             node, amount = max(sorted(mem.items()), key=_AMOUNT)
         if amount >= options.home_node_min_fraction * total and \
                 pool_by_node.get(node):
-            return node, 'memory', False
-        return None, 'memory', True
+            return node, plan_mod.HomeSource.MEMORY, False
+        return None, plan_mod.HomeSource.MEMORY, True
     nodeset = guest.numa_nodeset
     if nodeset and guest.numa_mode in ('strict', 'restrictive'):
         if len(nodeset) == 1 and pool_by_node.get(min(nodeset)):
-            return min(nodeset), 'numatune', False
-        return None, 'numatune', True
+            return min(nodeset), plan_mod.HomeSource.NUMATUNE, False
+        return None, plan_mod.HomeSource.NUMATUNE, True
     pins = [guest.vcpu_pin(v) for v in guest.vcpus]
     pool = frozenset().union(*pool_by_node.values())
     # Host-range pins (the whole pool) say nothing about a home node, even
@@ -85,8 +88,8 @@ def home_from_facts(guest: guest_mod.Guest, host: topology.HostTopology,
             if home is not None and \
                     all(p <= pool_by_node.get(home, frozenset())
                         for p in pinned):
-                return home, 'pins', False
-    return None, 'none', False
+                return home, plan_mod.HomeSource.PINS, False
+    return None, plan_mod.HomeSource.NONE, False
 
 
 def _choose_home(guest: guest_mod.Guest,
@@ -131,7 +134,7 @@ def order_dependent(fact: Fact) -> bool:
     """A home from these facts (``home_from_facts``) depends on the
     other guests: read from pins alone, or yet to be chosen."""
     node, source, cross = fact
-    return source == 'pins' or (node is None and not cross)
+    return source == plan_mod.HomeSource.PINS or (node is None and not cross)
 
 
 def place(host: topology.HostTopology,
@@ -145,12 +148,13 @@ def place(host: topology.HostTopology,
     ``facts``: uuid -> ``home_from_facts`` of each; ``nova_vcpus``:
     node -> vCPUs nova placed there over the pool (``layout.nova_load``).
     """
-    homes, unplaced, by_pins = {}, [], []
+    homes: dict[str, Home] = {}
+    unplaced, by_pins = [], []
     load = {n: (nova_vcpus or {}).get(n, 0) for n in pool_by_node}
     mem_used = dict.fromkeys(pool_by_node, 0)
     for g in managed:
         node, source, cross = facts[g.uuid]
-        if source == 'pins':
+        if source == plan_mod.HomeSource.PINS:
             # A home read from pins is a node (``home_from_facts``).
             by_pins.append((g, typing.cast(int, node)))
         elif node is not None or cross:
@@ -168,7 +172,7 @@ def place(host: topology.HostTopology,
     for g, node in sorted(by_pins, key=lambda gn: gn[0].uuid):
         if load[node] + g.vcpu_count <= \
                 len(pool_by_node[node]) * ratio + options_mod.EPSILON:
-            homes[g.uuid] = (node, 'pins')
+            homes[g.uuid] = (node, plan_mod.HomeSource.PINS)
             load[node] += g.vcpu_count
             mem_used[node] += g.memory_kib
         else:
@@ -176,9 +180,9 @@ def place(host: topology.HostTopology,
     for g in sorted(unplaced, key=lambda g: (-g.vcpu_count, g.uuid)):
         node = _choose_home(g, pool_by_node, load, mem_used, host, ratio)
         if node is None:
-            homes[g.uuid] = (None, 'none')
+            homes[g.uuid] = (None, plan_mod.HomeSource.NONE)
             continue
-        homes[g.uuid] = (node, 'chosen')
+        homes[g.uuid] = (node, plan_mod.HomeSource.CHOSEN)
         load[node] += g.vcpu_count
         mem_used[node] += g.memory_kib
     return homes

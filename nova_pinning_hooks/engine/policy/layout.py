@@ -27,6 +27,7 @@ Invariants:
 import typing
 
 from nova_pinning_hooks.engine import guest as guest_mod
+from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import topology
 from nova_pinning_hooks.engine.policy import options as options_mod
@@ -64,6 +65,14 @@ class Totals(typing.NamedTuple):
     nova_nodes: frozenset[int] = frozenset()
 
 
+class Kind(names.Name):
+    """What the rules decided for the host as a whole."""
+    NONE = 'none'  # no managed guest
+    EMPTY_POOL = 'empty-pool'
+    HOST = 'host'  # every managed guest on the host range
+    NODES = 'nodes'  # each node one-to-one or a node range
+
+
 class Layout(typing.NamedTuple):
     """What the rules decided for the host as a whole.
 
@@ -76,13 +85,24 @@ class Layout(typing.NamedTuple):
     guest leaves every other guest of an unchanged section as it was.
     """
 
-    kind: str
-    rule: typing.Optional[str] = None
+    kind: Kind
+    rule: typing.Optional[plan_mod.Rule] = None
     reason: typing.Optional[str] = None
     # ((node, mode), ...) in node order
     modes: tuple[tuple[int, plan_mod.Mode], ...] = ()
     # Totals.nova_nodes, ``nodes``
     nova_nodes: frozenset[int] = frozenset()
+
+    def mode_of(self, node: typing.Optional[int]) -> plan_mod.Mode:
+        """How a guest homed on ``node`` is bound under this layout
+        (None: a cross-node guest)."""
+        if self.kind == Kind.HOST:
+            return plan_mod.HOST_RANGE
+        if self.kind != Kind.NODES:
+            return plan_mod.UNTOUCHED
+        if node is None:
+            return plan_mod.CROSS_NODE_RANGE
+        return dict(self.modes)[node]
 
 
 def decide(pool: frozenset[int], pool_by_node: dict[int, frozenset[int]],
@@ -100,16 +120,16 @@ def decide_sizes(pool: int, node_sizes: typing.Mapping[int, int],
     node -> its pool pCPUs (in node order). The rules read nothing else,
     so the scheduler's forecast (``summary``) decides as a pass does."""
     if not managed:
-        return Layout('none')
+        return Layout(Kind.NONE)
     if not pool:
-        return Layout('empty-pool', 'empty-pool', EMPTY_POOL)
+        return Layout(Kind.EMPTY_POOL, plan_mod.Rule.EMPTY_POOL, EMPTY_POOL)
     if totals.total > pool * ratio + EPSILON:
-        return Layout('host', 'rule-1-host-range',
+        return Layout(Kind.HOST, plan_mod.Rule.HOST_OVERSUBSCRIBED,
                       'host oversubscribed: its vCPUs exceed the guest '
                       'pool x ratio')
     for node, size in node_sizes.items():
         if totals.node_vcpus[node] > size * ratio + EPSILON:
-            return Layout('host', 'rule-2-host-range',
+            return Layout(Kind.HOST, plan_mod.Rule.NODE_OVERSUBSCRIBED,
                           'node %d oversubscribed: its vCPUs exceed its '
                           'pool x ratio' % node)
     modes, one_to_one = [], 0
@@ -121,10 +141,10 @@ def decide_sizes(pool: int, node_sizes: typing.Mapping[int, int],
         else:
             modes.append((node, plan_mod.Mode.NODE_RANGE))
     if totals.cross > (pool - one_to_one) * ratio + EPSILON:
-        return Layout('host', 'rule-3-host-range',
+        return Layout(Kind.HOST, plan_mod.Rule.CROSS_OVERSUBSCRIBED,
                       'cross-node guests oversubscribed: their vCPUs '
                       'exceed the pCPUs without one-to-one binding x ratio')
-    return Layout('nodes', modes=tuple(modes),
+    return Layout(Kind.NODES, modes=tuple(modes),
                   nova_nodes=totals.nova_nodes)
 
 

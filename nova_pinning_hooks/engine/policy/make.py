@@ -99,7 +99,7 @@ def plan_with_state(host: topology.HostTopology,
             plans[g.uuid] = placement.untouched_plan(
                 g, *typing.cast(homes_mod.Reason, why[g.uuid]))
     one_to_one, free = {}, pool
-    if layout.kind == 'nodes':
+    if layout.kind == layout_mod.Kind.NODES:
         for node, mode in layout.modes:
             section = placement.node_plans(
                 host, node, mode, pool_by_node[node],
@@ -113,7 +113,7 @@ def plan_with_state(host: topology.HostTopology,
         for u in cross:
             plans[u] = placement.cross_plan(by_uuid[u], free, homes,
                                             options)
-    elif layout.kind != 'none':
+    elif layout.kind != layout_mod.Kind.NONE:
         for g in managed:
             plans[g.uuid] = placement.host_plan(g, layout, pool, homes,
                                                 options)
@@ -159,18 +159,18 @@ def release_plan(host: topology.HostTopology,
     decided = []
     for g in guests:
         why = homes_mod.untouched_reason(g, options)
-        if why and why[0] != 'empty-pool':
+        if why is not None:
             decided.append(placement.untouched_plan(g, *why))
             continue
         nova_cpus = (g.default_cpuset or frozenset()) & everything
         cpus = nova_cpus or everything
         decided.append(plan_mod.GuestPlan(
             uuid=g.uuid, name=g.name, mode=plan_mod.Mode.RELEASED,
-            home_node=None, home_source='none',
+            home_node=None, home_source=plan_mod.HomeSource.NONE,
             vcpu_pins=dict.fromkeys(g.vcpus, cpus),
             emulator_pin=cpus,
             iothread_pins=dict.fromkeys(g.iothread_pins, cpus),
-            rule='release', reason=(
+            rule=plan_mod.Rule.RELEASE, reason=(
                 'released: the CPUs nova gave it (<vcpu cpuset>)'
                 if nova_cpus else 'released: every online CPU (nova '
                 'gave it no <vcpu cpuset>)')))

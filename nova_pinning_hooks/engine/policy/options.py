@@ -16,6 +16,7 @@ import math
 import typing
 
 from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.engine import topology
 
 EPSILON = 1e-9
@@ -29,6 +30,13 @@ class PolicyError(ValueError):
     """Inputs the policy refuses (bad ratio, CPU sets outside the host)."""
 
 
+class ForeignDomains(names.Name):
+    """``[nova_pinning] foreign_domains``: what the policy does with
+    live domains nova did not create."""
+    MANAGE = 'manage'
+    IGNORE = 'ignore'
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     allocation_ratio: float
@@ -37,12 +45,12 @@ class Options:
     shared_cpus: typing.Optional[frozenset[int]] = None
     # nova's cpu_dedicated_set
     dedicated_cpus: typing.Optional[frozenset[int]] = None
-    foreign_domains: str = 'manage'  # or 'ignore'
+    foreign_domains: str = ForeignDomains.MANAGE
     home_node_min_fraction: float = 0.9
     set_home_node: bool = False  # emit numa nodesets for chosen homes
     # ``emuthreads``; the engine's default plans as before the option,
     # the configuration's (conf.py) is SHARED.
-    emulator_threads: str = emuthreads.GUEST
+    emulator_threads: str = emuthreads.Setting.GUEST
 
 
 def ratio_ok(ratio: object) -> bool:
@@ -66,7 +74,9 @@ def validate(host: topology.HostTopology, options: Options) -> None:
         if cpus is not None and not cpus <= host.cpus:
             raise PolicyError('%s names CPUs the host does not have online: '
                               '%s' % (what, sorted(cpus - host.cpus)))
-    if options.foreign_domains not in ('manage', 'ignore'):
-        raise PolicyError('foreign_domains must be manage or ignore')
-    if options.emulator_threads not in emuthreads.SETTINGS:
-        raise PolicyError('emulator_threads must be guest or shared')
+    try:
+        ForeignDomains.check('foreign_domains', options.foreign_domains)
+        emuthreads.Setting.check('emulator_threads',
+                                 options.emulator_threads)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None

@@ -31,20 +31,21 @@ Home = homes_mod.Home
 Options = options_mod.Options
 
 NODE_REASONS = {
-    plan_mod.Mode.DEDICATED: ('rule-2-one-to-one',
+    plan_mod.Mode.DEDICATED: (plan_mod.Rule.ONE_TO_ONE,
                               'node %d has room: its vCPUs fit its pool '
                               'one-to-one'),
-    plan_mod.Mode.NODE_RANGE: ('rule-2-node-range',
+    plan_mod.Mode.NODE_RANGE: (plan_mod.Rule.NODE_RANGE,
                                'node %d shared: more vCPUs than its pool, '
                                'within pool x ratio'),
 }
 # A node nova-placed shared vCPUs float over: its pCPUs serve them too,
 # so none of them can be one guest's alone.
-NOVA_SHARED_REASON = ('rule-2-node-range',
+NOVA_SHARED_REASON = (plan_mod.Rule.NODE_RANGE,
                       'node %d shared: guests nova placed (shared policy, '
                       'a NUMA topology) float over its pool; within pool '
                       'x ratio')
-CROSS_REASON = ('rule-3', 'memory on several nodes: a range on the pCPUs '
+CROSS_REASON = (plan_mod.Rule.CROSS_NODE_RANGE,
+                'memory on several nodes: a range on the pCPUs '
                 'without one-to-one binding')
 
 
@@ -99,16 +100,16 @@ def host_plan(guest: guest_mod.Guest, layout: layout_mod.Layout,
               options: Options) -> plan_mod.GuestPlan:
     """The plan of a managed guest under a host-wide layout."""
     # Every layout but ``none`` (which plans no guest) has both.
-    rule = typing.cast(str, layout.rule)
+    rule = typing.cast(plan_mod.Rule, layout.rule)
     reason = typing.cast(str, layout.reason)
-    if layout.kind == 'empty-pool':
+    if layout.kind == layout_mod.Kind.EMPTY_POOL:
         return untouched_plan(guest, rule, reason)
     return _ranged(guest, homes, plan_mod.Mode.HOST_RANGE, pool, rule,
                    reason, options)
 
 
 def _ranged(guest: guest_mod.Guest, homes: typing.Mapping[str, Home],
-            mode: plan_mod.Mode, cpus: frozenset[int], rule: str,
+            mode: plan_mod.Mode, cpus: frozenset[int], rule: plan_mod.Rule,
             reason: str, options: Options) -> plan_mod.GuestPlan:
     # Range guests keep their emulator and I/O threads on their range
     # with either setting (``emuthreads``).
@@ -119,14 +120,15 @@ def _ranged(guest: guest_mod.Guest, homes: typing.Mapping[str, Home],
 
 def _bound(guest: guest_mod.Guest, homes: typing.Mapping[str, Home],
            mode: plan_mod.Mode, vcpu_pins: dict[int, frozenset[int]],
-           emulator: tuple[frozenset[int], str, str], rule: str,
+           emulator: tuple[frozenset[int], emuthreads.Rule, str],
+           rule: plan_mod.Rule,
            reason: str, options: Options) -> plan_mod.GuestPlan:
     """``emulator``: where the guest's emulator and I/O threads run and
     why, an ``emuthreads.Placement`` or the same as a plain tuple."""
     home, source = homes[guest.uuid]
     nodeset = None
     if options.set_home_node and home is not None and \
-            source in ('chosen', 'pins'):
+            source in (plan_mod.HomeSource.CHOSEN, plan_mod.HomeSource.PINS):
         # Memory not placed yet: give it the home node too, so that
         # the home survives a later host range (pins then say nothing).
         nodeset = frozenset((home,))
@@ -138,10 +140,11 @@ def _bound(guest: guest_mod.Guest, homes: typing.Mapping[str, Home],
         emulator_rule, emulator_reason)
 
 
-def untouched_plan(guest: guest_mod.Guest, rule: str, reason: str
+def untouched_plan(guest: guest_mod.Guest, rule: plan_mod.Rule, reason: str
                    ) -> plan_mod.GuestPlan:
     """The plan of a guest the policy leaves as it is."""
     return plan_mod.GuestPlan(
         uuid=guest.uuid, name=guest.name, mode=plan_mod.Mode.UNTOUCHED,
-        home_node=None, home_source='none', vcpu_pins={},
+        home_node=None, home_source=plan_mod.HomeSource.NONE,
+        vcpu_pins={},
         emulator_pin=None, iothread_pins={}, rule=rule, reason=reason)

@@ -56,7 +56,7 @@ class TestPlace(testtools.TestCase):
         # Range guests share one pin set: ``plan.changes`` compares
         # shared objects once.
         cpus = S('0-3')
-        for setting in emuthreads.SETTINGS:
+        for setting in emuthreads.Setting.values():
             self.assertIs(cpus, emuthreads.place(setting, False, cpus).cpus)
 
     def test_unknown_setting(self):

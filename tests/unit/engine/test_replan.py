@@ -131,7 +131,7 @@ class TestSameAsTheWholeHost(testtools.TestCase):
     @hypothesis.given(random_host(), st.integers(0, 2 ** 32),
                       st.sampled_from([0.5, 1.0, 1.5, 2.0, 4.0, 16.0]),
                       st.booleans(), st.booleans(),
-                      st.sampled_from(emuthreads.SETTINGS))
+                      st.sampled_from(emuthreads.Setting.values()))
     def test_random_passes(self, host, seed, ratio, reserve, facts_only,
                            emulator_threads):
         rnd = random.Random(seed)

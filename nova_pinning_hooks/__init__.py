@@ -9,7 +9,8 @@ layer and those below it (``tests/unit/test_layers.py``):
 * ``passes``: a pass (read, plan, diff, apply) and who asks for one;
 * ``isolation``: keeping host processes off the guests' CPUs;
 * ``observe``: metrics, the HTTP endpoint, the views;
-* ``agent``: the long-lived binding agent;
+* ``runtime``: the long-lived binding service (``nova-pinning agent``
+  and nova-compute's passes);
 * ``conf``: the options;
 * ``nova`` (inside nova-compute) and ``cmd`` (the commands) on top.
 """

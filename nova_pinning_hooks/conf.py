@@ -14,7 +14,7 @@ Values are typed strictly: integers and floats in ASCII digits only
 ``inf`` or ``nan``), every number bounded so that sleeps, waits and
 products stay representable. oslo.config checks a value only when it
 is first read: the commands read them all before doing anything
-(``cmd.common.validate_options``).
+(``cmd.confcheck.validate_options``).
 """
 
 import math

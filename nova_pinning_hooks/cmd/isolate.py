@@ -32,6 +32,7 @@ import typing
 from oslo_config import cfg
 
 from nova_pinning_hooks.cmd import common
+from nova_pinning_hooks.cmd import confcheck
 from nova_pinning_hooks.isolation import isolator
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
@@ -230,10 +231,10 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     conf = _new_conf()
     try:
-        common.check_config_files(argv, common.PROJECT, PROG)
+        confcheck.check_config_files(argv, common.PROJECT, PROG)
         common.parse(conf, argv, common.PROJECT, PROG)
-        common.check_known_options(conf)
-        common.validate_options(conf)
+        confcheck.check_known_options(conf)
+        confcheck.validate_options(conf)
     except common.UsageError as exc:
         return common.error(PROG, exc, common.EXIT_USAGE)
     common.setup_logging(conf, PROG)

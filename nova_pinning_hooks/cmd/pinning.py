@@ -41,6 +41,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_pinning_hooks.cmd import common
+from nova_pinning_hooks.cmd import confcheck
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
@@ -215,17 +216,17 @@ def argument_parser() -> argparse.ArgumentParser:
 def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        common.check_config_files(argv, common.PROJECT, PROG)
+        confcheck.check_config_files(argv, common.PROJECT, PROG)
         conf = parse_args(argv)
         try:
-            common.check_known_options(conf)
+            confcheck.check_known_options(conf)
         except UsageError as exc:
             if conf.command.name != 'agent':
                 raise
             # nova-compute starts the agent with its own configuration
             # and starts it again when it exits: a refusal would loop.
             sys.stderr.write('%s: warning: %s\n' % (PROG, exc))
-        common.validate_options(conf)
+        confcheck.validate_options(conf)
     except UsageError as exc:
         return common.error(PROG, exc, common.EXIT_USAGE)
     common.setup_logging(conf, PROG, nova_worker=bool(

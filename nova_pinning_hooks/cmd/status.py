@@ -28,6 +28,7 @@ from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck as oslo_upgradecheck
 
 from nova_pinning_hooks.cmd import common
+from nova_pinning_hooks.cmd import confcheck
 from nova_pinning_hooks.cmd import upgradecheck
 
 PROG = 'nova-pinning-status'
@@ -51,7 +52,7 @@ def main(argv: typing.Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     conf, checks = _new_conf()
     try:
-        common.check_config_files(argv, common.PROJECT, PROG)
+        confcheck.check_config_files(argv, common.PROJECT, PROG)
         common.parse(conf, argv, common.PROJECT, PROG)
         if (conf.command.name, getattr(conf.command, 'check', None)) != (
                 'upgrade', 'check'):

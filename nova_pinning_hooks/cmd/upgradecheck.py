@@ -57,6 +57,7 @@ from oslo_upgradecheck.upgradecheck import Result
 from oslo_upgradecheck.upgradecheck import UpgradeCommands
 
 from nova_pinning_hooks.cmd import common
+from nova_pinning_hooks.cmd import confcheck
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import overcommitfile
@@ -90,7 +91,7 @@ def _options(check: _Check) -> _Check:
             return check(self)
         except cfg.Error as exc:
             return Result(Code.WARNING, 'not checked: %s (see '
-                          '"configuration")' % common.option_error(exc))
+                          '"configuration")' % confcheck.option_error(exc))
     run.__name__, run.__doc__ = check.__name__, check.__doc__
     return run
 
@@ -122,8 +123,8 @@ class Checks(UpgradeCommands):
         for the others the last one wins). Our ConfigOpts does not
         register nova's or oslo.messaging's options: read as written."""
         if self._raw is None:
-            self._raw = [common.read_sections(path)
-                         for path in common.config_files(self.conf)]
+            self._raw = [confcheck.read_sections(path)
+                         for path in confcheck.config_files(self.conf)]
         return [value for sections in self._raw
                 for value in sections.get(section, {}).get(option, [])]
 
@@ -223,13 +224,13 @@ class Checks(UpgradeCommands):
                       % found)
 
     def check_configuration(self) -> Result:
-        files = common.config_files(self.conf)
+        files = confcheck.config_files(self.conf)
         try:
-            problems = common.option_problems(self.conf)
-            deprecated = common.deprecated_options(self.conf)
+            problems = confcheck.option_problems(self.conf)
+            deprecated = confcheck.deprecated_options(self.conf)
         except common.UsageError as exc:
             return Result(Code.FAILURE, str(exc))
-        problems += common.value_problems(self.conf)
+        problems += confcheck.value_problems(self.conf)
         if problems:
             return Result(Code.FAILURE, '; '.join(problems) + (
                 ' (nova-pinning and nova-pinning-isolate refuse it: '

@@ -49,9 +49,29 @@ class _Missing:
 
 
 try:
-    import libvirt
+    # "as libvirt": the name is the adapter's (virt, virtread and
+    # virtwrite reach it here), exported as such.
+    import libvirt as libvirt
 except ImportError:
     libvirt = _Missing()
+
+
+_T = typing.TypeVar('_T')
+
+
+class HostCalls(typing.Protocol):
+    """What the reader and the writer (``virtread``, ``virtwrite``) use
+    of their ``virt.Host`` to reach libvirt: its connection and its
+    bounded calls (not imported here: ``virt`` imports them)."""
+    # (connection, {uuid: domain}) of the last listing
+    listed: tuple[typing.Any, dict[str, typing.Any]]
+
+    def connection(self) -> typing.Any: ...
+
+    def call(self, kind: str, api: str, func: typing.Callable[..., _T],
+             *args: typing.Any) -> _T: ...
+
+    def with_reconnect(self, func: typing.Callable[[], _T]) -> _T: ...
 
 
 def _ignore_error(_ctx: typing.Any, _err: typing.Any) -> None:

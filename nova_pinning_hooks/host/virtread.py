@@ -64,21 +64,12 @@ VcpuSample = dict[str, dict[str, typing.Any]]
 VcpuStats = tuple[float, VcpuSample]
 
 
-class ReaderHost(typing.Protocol):
-    """What ``Reader`` uses of its ``virt.Host`` (not imported here)."""
+class ReaderHost(libvirtapi.HostCalls, typing.Protocol):
+    """What ``Reader`` uses of its ``virt.Host`` besides its calls."""
     model: typing.Optional[model_mod.HostModel]
-    # (connection, {uuid: domain}) of the last listing
-    listed: tuple[typing.Any, dict[str, typing.Any]]
     kernel_affinity: bool
     run_dir: str
     proof: qemuproof.Proof
-
-    def connection(self) -> typing.Any: ...
-
-    def call(self, kind: str, api: str, func: typing.Callable[..., _T],
-             *args: typing.Any) -> _T: ...
-
-    def with_reconnect(self, func: typing.Callable[[], _T]) -> _T: ...
 
 
 def read_memory_by_node(pid: int, proc: str = '/proc') -> dict[str, int]:

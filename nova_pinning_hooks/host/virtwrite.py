@@ -42,8 +42,6 @@ from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.host import libvirtapi
 LOG = logging.getLogger(__name__)
 
-_T = typing.TypeVar('_T')
-
 
 # The arguments of a write's call before its flags, from the change.
 _Arguments = typing.Callable[['Writer', plan_mod.PinChange],
@@ -80,22 +78,13 @@ class ApplyResult(typing.NamedTuple):
     held: typing.AbstractSet[str] = frozenset()
 
 
-class WriterHost(typing.Protocol):
-    """What ``Writer`` uses of its ``virt.Host`` (not imported here)."""
+class WriterHost(libvirtapi.HostCalls, typing.Protocol):
+    """What ``Writer`` uses of its ``virt.Host`` besides its calls."""
     set_home_node: bool
     busy_retries: int
     busy_retry_delay: float
-    # (connection, {uuid: domain}) of the last listing
-    listed: tuple[typing.Any, dict[str, typing.Any]]
 
     def capabilities(self) -> str: ...
-
-    def connection(self) -> typing.Any: ...
-
-    def call(self, kind: str, api: str, func: typing.Callable[..., _T],
-             *args: typing.Any) -> _T: ...
-
-    def with_reconnect(self, func: typing.Callable[[], _T]) -> _T: ...
 
 
 class Writer:

@@ -97,12 +97,13 @@ def restore(st: dict[str, typing.Any],
             paths: config.HostPaths) -> list[str]:
     """Undo every part; the failures (a list of messages)."""
     failures = []
-    for name, undo in (
-            ('irqbalance', lambda r: irqbalance.restore(
-                r, paths.proc, paths.irqbalance_run)),
-            ('interrupts', lambda r: interrupts.restore(r, paths.proc)),
-            ('workqueue', lambda r: workqueue.restore(
-                r, paths.workqueue_mask))):
+    undos: tuple[tuple[str, typing.Callable[[typing.Any], list[str]]],
+                 ...] = (
+        ('irqbalance', lambda r: irqbalance.restore(
+            r, paths.proc, paths.irqbalance_run)),
+        ('interrupts', lambda r: interrupts.restore(r, paths.proc)),
+        ('workqueue', lambda r: workqueue.restore(r, paths.workqueue_mask)))
+    for name, undo in undos:
         record = st.get(name)
         if not record:
             continue

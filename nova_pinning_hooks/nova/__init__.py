@@ -21,6 +21,9 @@
   the rest;
 * ``nodesummary``: the plan's summary in the compute node's stats, for
   nova's scheduler (a hook on its resource tracker's ``_update``);
+* ``migration``: live migration and rescue, nova's guest XML without
+  our pins; ``earlylog``: log records written before nova set up
+  logging, kept until it has;
 * ``weigher``: ``OneToOneWeigher``, for nova-scheduler (loaded there by
   class path, not activated: it imports nova's weigher base where nova
   is installed, and is importable without it).

@@ -1,7 +1,7 @@
 """What the binding shows: metrics, the HTTP endpoint, the views.
 
 Rule: imports the layers below (``engine``, ``host``, ``passes``,
-``isolation``); never ``agent``, ``nova``, ``cmd``. Reading for a view
+``isolation``); never ``runtime``, ``nova``, ``cmd``. Reading for a view
 never writes to libvirt.
 
 * ``metrics``: the Prometheus collectors and exposition;
@@ -9,7 +9,9 @@ never writes to libvirt.
   textfile written after each pass; ``endpoint``: ``/metrics`` over
   HTTP, on ``httpserve``, concurrent scrapes sharing one read
   (``singleflight``); ``passmetrics``: the three together for a
-  process that runs passes;
+  process that runs passes; ``passsummary``: what its passes say to
+  nova's scheduler (the last plan's summary, and its file);
 * ``render``: the plan as a table; ``stealview``: steal per guest and
-  node for ``nova-pinning top``.
+  node for ``nova-pinning top``; ``version``: the package's version as
+  installed.
 """

@@ -43,20 +43,20 @@ class PassHost(typing.Protocol):
         """The live host, without the ratio and CPU sets (read what the
         model cannot vouch for)."""
 
-    def apply(self, changes: typing.List[plan_mod.PinChange]
+    def apply(self, changes: list[plan_mod.PinChange]
               ) -> ApplyResult:
         """Write ``changes`` (``plan.PinChange``) live."""
 
     def vcpu_stats(self) -> VcpuStats:
         """(monotonic time, {uuid: counters}) of every running guest."""
 
-    def vcpu_counts(self) -> typing.Dict[str, int]:
+    def vcpu_counts(self) -> dict[str, int]:
         """{uuid: vCPUs online} of every running guest."""
 
     def set_deadline(self, deadline: typing.Optional[float]) -> None:
         """Bound every later call by ``deadline`` (monotonic)."""
 
-    def unknown_facts(self) -> typing.Dict[str, typing.Optional[str]]:
+    def unknown_facts(self) -> dict[str, typing.Optional[str]]:
         """{guest name: why} of the guests whose qemu process could not
         be proven (``qemuproof``): their /proc facts are unknown."""
 

@@ -73,15 +73,15 @@ class ErrorKind(names.Name):
 
 @dataclasses.dataclass
 class PassResult:
-    changes: typing.List[plan_mod.PinChange] = dataclasses.field(
+    changes: list[plan_mod.PinChange] = dataclasses.field(
         default_factory=list)
-    applied: typing.List[plan_mod.PinChange] = dataclasses.field(
+    applied: list[plan_mod.PinChange] = dataclasses.field(
         default_factory=list)
     # (PinChange, or a guest's name, and why)
-    skipped: typing.List[typing.Tuple[
+    skipped: list[tuple[
         typing.Union[plan_mod.PinChange, str], str]] = dataclasses.field(
             default_factory=list)
-    calls: typing.Dict[str, int] = dataclasses.field(default_factory=dict)
+    calls: dict[str, int] = dataclasses.field(default_factory=dict)
     error: typing.Optional[str] = None  # one-line message, or None
     error_kind: typing.Optional['ErrorKind'] = None
     plan: typing.Optional[plan_mod.Plan] = None
@@ -105,7 +105,7 @@ class PassResult:
 
 
 def calls_since(host: typing.Optional[hostport.PassHost],
-                before: typing.Mapping[str, int]) -> typing.Dict[str, int]:
+                before: typing.Mapping[str, int]) -> dict[str, int]:
     """The libvirt calls ``host`` (None: no connection, no calls) made
     since its counts were ``before`` (a copy of ``host.calls``), by
     kind: ``{'read': n, 'write': n}``."""
@@ -116,7 +116,7 @@ def calls_since(host: typing.Optional[hostport.PassHost],
 RESYNC_SLACK = 1.0  # seconds a resync pass may come early, at most
 
 # What a plan was made from: (model generation, settings, overrides).
-_PlanKey = typing.Tuple[int, str, str]
+_PlanKey = tuple[int, str, str]
 
 
 class Reconciler:
@@ -134,7 +134,7 @@ class Reconciler:
         # what the plan just made was made from
         self._plan_key: typing.Optional[_PlanKey] = None
         # (key, snapshot, plan) of the last complete pass
-        self._last: typing.Optional[typing.Tuple[
+        self._last: typing.Optional[tuple[
             _PlanKey, snapshot_mod.Snapshot, plan_mod.Plan]] = None
         self._l3_ignored_logged: typing.Optional[str] = None
         # With a model: domains parsed and planned again only as they
@@ -190,8 +190,8 @@ class Reconciler:
 
     def plan(self, release: bool = False,
              settings: typing.Optional[settings_mod.HostSettings] = None
-             ) -> typing.Tuple[snapshot_mod.Snapshot, plan_mod.Plan,
-                               typing.List[plan_mod.PinChange]]:
+             ) -> tuple[snapshot_mod.Snapshot, plan_mod.Plan,
+                               list[plan_mod.PinChange]]:
         """Read and plan without writing: (snapshot, plan, changes).
         ``release``: the plan that puts managed guests on every CPU;
         ``settings``: as ``read``."""
@@ -305,7 +305,7 @@ class Reconciler:
                     held = outcome.held
                     for change in result.applied + [
                             c for c, _ in result.skipped
-                            if hasattr(c, 'uuid')]:
+                            if isinstance(c, plan_mod.PinChange)]:
                         if change.uuid not in held:
                             self.model.written(change.uuid)
                             marked.add(change.uuid)

@@ -51,12 +51,8 @@ Invariants:
   that would run; a result it returns is the pass's result and no pass
   runs (nova's runtime: the overcommit file could not be written);
 * ``basis`` is what the last pass that planned saw, summed up for nova's
-  scheduler (``engine.summary``): computed from that pass's snapshot and
-  plan, once per plan, on whichever thread asks (nova-compute's resource
-  tracker); no libvirt call. With ``summary_file`` (nova-compute's pass
-  worker under eventlet) each pass that planned something new writes it
-  there, atomically, and any pass once it is older than a quarter of
-  ``summary_max_age``; a failure is one warning, not the pass's;
+  scheduler, and with ``summary_file`` written there
+  (``observe.passsummary``: no libvirt call, any thread);
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``passmetrics.PassMetrics``); a failure there is a logged warning. With
@@ -73,12 +69,11 @@ import typing
 
 from oslo_log import log as logging
 
-from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.host import model as model_mod
-from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.observe import passmetrics
+from nova_pinning_hooks.observe import passsummary
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
@@ -134,19 +129,8 @@ class BindingService:
         self._requests_lock = threading.Lock()
         self.stopped = threading.Event()
         self.last_result: typing.Optional[reconciler.PassResult] = None
-        # (the last result with a plan, its wall time) and the basis of
-        # that plan, (plan, time, Basis); each replaced whole.
-        self._planned: typing.Optional[tuple[reconciler.PassResult,
-                                             float]] = None
-        self._basis: typing.Optional[tuple[plan_mod.Plan, float,
-                                           summary_mod.Basis]] = None
-        self.summary_file = summary_file
-        # (what it said, time) last written to ``summary_file``; the
-        # last error writing it
-        self._written: typing.Optional[tuple[
-            tuple[summary_mod.Summary, dict[str, summary_mod.Entry]],
-            float]] = None
-        self._summary_error: typing.Optional[str] = None
+        self.summary = passsummary.PassSummary(
+            summary_file, times.summary_max_age, LOG)
         self.pass_metrics = passmetrics.PassMetrics(
             config.passes, config.observe, LOG)
         # (monotonic time, host, reason) of recent requests: diagnostics.
@@ -252,65 +236,12 @@ class BindingService:
             self._watch()
         result = self.reconciler.run_pass()
         self.last_result = result
-        if result.plan is not None and result.snapshot is not None and \
-                not result.dry_run and not result.release:
-            self._planned = (result, time.time())
-            if self.summary_file:
-                self._write_summary()
+        self.summary.after_pass(result, time.time())
         self.pass_metrics.after_pass(self.reconciler, result)
 
     def basis(self) -> typing.Optional[summary_mod.Basis]:
-        """What the last pass that planned saw, for nova's scheduler
-        (``summary.Basis``), or None before any did. Computed once per
-        plan (and pass time); safe on any thread."""
-        planned = self._planned
-        if planned is None:
-            return None
-        result, at = planned
-        cached = self._basis
-        if cached is not None and cached[0] is result.plan and \
-                cached[1] == at:
-            return cached[2]
-        # Both set together (``_run_pass``).
-        snap, plan = result.snapshot, result.plan
-        assert snap is not None and plan is not None
-        b = summary_mod.basis(snap.host, snap.guests, plan, snap.options,
-                              at)
-        self._basis = (plan, at, b)
-        return b
-
-    def _write_summary(self) -> None:
-        """On the pass thread: the basis to ``summary_file`` when what it
-        says changed, or the file's is getting old."""
-        planned = self._planned
-        path = self.summary_file
-        if planned is None or not path:
-            return
-        at = planned[1]
-        refresh = self.config.passes.times.summary_max_age / 4.0
-        try:
-            b = self.basis()
-            assert b is not None  # ``_planned`` is set
-            said = (b.summary._replace(at=0), b.entries)
-            written = self._written
-            if written is not None and written[0] == said and \
-                    at - written[1] < refresh:
-                return
-            content = summary_mod.basis_to_json(b)
-            if content['summary'] is None:
-                raise ValueError('the host is beyond the summary\'s '
-                                 'bounds (%d NUMA nodes)'
-                                 % len(b.summary.nodes))
-            statefile.write_json(path, content)
-        except Exception as exc:
-            message = '%s: %s' % (type(exc).__name__, exc)
-            if message != self._summary_error:
-                LOG.warning('summary for nova\'s scheduler not written to '
-                            '%s: %s', path, message)
-            self._summary_error = message
-            return
-        self._written = (said, at)
-        self._summary_error = None
+        """``PassSummary.basis``: for nova's scheduler; any thread."""
+        return self.summary.basis()
 
     def run(self, stop: typing.Optional[threading.Event] = None,
             requests: typing.Optional[typing.TextIO] = None) -> None:

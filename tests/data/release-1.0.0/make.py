@@ -26,7 +26,7 @@ from tests.fixtures import FakeLibvirtFixture  # noqa: E402
 from tests.unit import hosts  # noqa: E402
 from tests.unit.isolation import test_pins  # noqa: E402
 from tests.unit.isolation import test_systemd  # noqa: E402
-from tests.unit.nova.test_agent import nova_like_conf  # noqa: E402
+from tests.unit.nova.test_activation import nova_like_conf  # noqa: E402
 
 OUT = os.environ['NPH_FIXTURE_OUT']
 

@@ -12,7 +12,7 @@ from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck as oslo_upgradecheck
 import testtools
 
-from nova_pinning_hooks.cmd import common
+from nova_pinning_hooks.cmd import confcheck
 from nova_pinning_hooks.cmd import upgradecheck
 from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import cpuset
@@ -249,7 +249,7 @@ class TestConfiguration(ChecksTestCase):
                         'passes need it no more')
         # The commands take the old name too, and read its value.
         checks = self.checks()
-        common.check_known_options(checks.conf)
+        confcheck.check_known_options(checks.conf)
         self.assertEqual('0', checks.conf.nova_pinning.reserved_host_cpus)
 
     def test_no_file_is_a_warning(self):

@@ -1,5 +1,5 @@
 """The state files that read JSON with ``strict.loads_json`` (tested in
-tests/unit/engine/test_strict_json.py) refuse what it refuses."""
+tests/unit/engine/test_strict.py) refuse what it refuses."""
 
 import os
 

@@ -10,7 +10,7 @@ from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.nova import migration
 from nova_pinning_hooks.host import overcommitfile
 from tests.fixtures import uninstall_migration_filter
-from tests.unit.nova.test_agent import AgentTestCase
+from tests.unit.nova.test_activation import AgentTestCase
 from tests.unit.engine.test_migratexml import NOVA_GUEST
 from tests.unit.engine.test_migratexml import NUMA
 from tests.unit.novaconf import nova_like_conf

@@ -17,7 +17,7 @@ from nova_pinning_hooks.runtime import service as service_mod
 from nova_pinning_hooks.passes import settings as settings_mod
 from tests.unit import hosts
 from tests.fixtures import pass_runner
-from tests.unit.nova.test_agent import AgentTestCase
+from tests.unit.nova.test_activation import AgentTestCase
 from tests.unit.novaconf import nova_like_conf
 
 KEY = summary_mod.KEY

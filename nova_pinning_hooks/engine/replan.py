@@ -181,8 +181,8 @@ def _update(state: make.State, host: topology.HostTopology,
     totals = state.totals._replace(
         total=sum(node_vcpus.values()) + cross_vcpus,
         node_vcpus=node_vcpus, cross=cross_vcpus)
-    layout = layout_mod.decide(pool, pool_by_node, ratio, totals,
-                           len(state.facts))
+    layout = layout_mod.decide(pool, pool_by_node, options.rules(), totals,
+                               len(state.facts))
     old_layout = state.layout
     if layout.kind != old_layout.kind or \
             (layout.kind != layout_mod.Kind.NODES and layout != old_layout):

@@ -93,12 +93,31 @@ class Node(typing.NamedTuple):
     shared: bool     # guests nova placed float over it: never one-to-one
 
 
+def _ratio(value: object) -> float:
+    if not options_mod.ratio_ok(value):
+        raise SummaryError('bad ratio %s' % strict.show(value))
+    return float(typing.cast(float, value))
+
+
+# Each field of ``policy.options.Rules`` on the wire: its key, and how a
+# value is read (``SummaryError`` if bad). A field without a key fails
+# ``tests/unit/engine/test_summary.py``; a field added is a new version,
+# which readers of the last one may misread (``COMPAT_KEY``).
+RULE_KEYS: dict[str, tuple[str, typing.Callable[[object], typing.Any]]] = {
+    'ratio': ('r', _ratio),
+}
+
+
 class Summary(typing.NamedTuple):
-    ratio: float
+    rules: options_mod.Rules  # what the counting rules read
     nodes: tuple[Node, ...]  # in node order
     cross: int  # V_X: cross-node vCPUs
     seen: int   # vCPUs of every nova domain read, running or not
     at: int     # the pass's wall time, seconds since the epoch
+
+    @property
+    def ratio(self) -> float:
+        return self.rules.ratio
 
     @property
     def pool(self) -> int:
@@ -107,12 +126,12 @@ class Summary(typing.NamedTuple):
     @property
     def one_to_one(self) -> int:
         """vCPUs one-to-one under this summary's layout."""
-        return _layout(self.ratio, self.nodes, self.cross)[1]
+        return _layout(self.rules, self.nodes, self.cross)[1]
 
     def modes(self) -> dict[int, plan_mod.Mode]:
         """node -> how its guests are bound under this summary's layout
         (one-to-one, node range, host range; untouched: empty pool)."""
-        layout = _layout(self.ratio, self.nodes, self.cross)[0]
+        layout = _layout(self.rules, self.nodes, self.cross)[0]
         return {n.id: layout.mode_of(n.id) for n in self.nodes}
 
 
@@ -152,7 +171,7 @@ def of_plan(host: topology.HostTopology,
                        plan.node_vcpus.get(n, 0), node.memory_kib,
                        homed[n], n in nova_nodes)
                   for n, node in host.nodes.items())
-    return Summary(float(plan.allocation_ratio), nodes,
+    return Summary(options_mod.Rules(float(plan.allocation_ratio)), nodes,
                    plan.cross_node_vcpus,
                    sum(g.vcpu_count for g in guests if g.nova), int(at))
 
@@ -285,11 +304,13 @@ def encode(summary: Summary) -> typing.Optional[str]:
     scheduler refuses)."""
     if len(summary.nodes) > MAX_NODES:
         return None
-    text = json.dumps({
-        't': summary.at, 'v': VERSION, 'r': summary.ratio,
-        'x': summary.cross, 's': summary.seen,
-        'n': [[n.id, n.pool, n.vcpus, n.memory_kib, n.homed_kib,
-               int(n.shared)] for n in summary.nodes]},
+    data: dict[str, object] = {'t': summary.at, 'v': VERSION}
+    for name, (key, _) in RULE_KEYS.items():
+        data[key] = getattr(summary.rules, name)
+    text = json.dumps(dict(
+        data, x=summary.cross, s=summary.seen,
+        n=[[n.id, n.pool, n.vcpus, n.memory_kib, n.homed_kib,
+            int(n.shared)] for n in summary.nodes]),
         separators=(',', ':'))
     try:
         decode(text)
@@ -320,9 +341,8 @@ def decode(text: object) -> Summary:
     if not isinstance(data, dict) or not readable(data.get('v'),
                                                   data.get(COMPAT_KEY)):
         raise SummaryError('not a version %d summary' % VERSION)
-    ratio = data.get('r')
-    if not options_mod.ratio_ok(ratio):
-        raise SummaryError('bad ratio %s' % strict.show(ratio))
+    rules = {name: read(data.get(key))
+             for name, (key, read) in RULE_KEYS.items()}
     rows = data.get('n')
     if not isinstance(rows, list) or not rows or len(rows) > MAX_NODES:
         raise SummaryError('nodes: a list of 1 to %d nodes' % MAX_NODES)
@@ -344,7 +364,7 @@ def decode(text: object) -> Summary:
     if isinstance(at, bool) or not isinstance(at, int) or \
             not 0 <= at < 1 << 40:
         raise SummaryError('bad time %s' % strict.show(at))
-    return Summary(float(typing.cast(float, ratio)), tuple(nodes),
+    return Summary(options_mod.Rules(**rules), tuple(nodes),
                    _count(data.get('x'), 'cross'),
                    _count(data.get('s'), 'seen'), at)
 
@@ -371,7 +391,8 @@ def _totals(nodes: typing.Iterable[Node], load: typing.Mapping[int, int],
                          cross, frozenset(n.id for n in nodes if n.shared))
 
 
-def _layout(ratio: float, nodes: typing.Sequence[Node], cross: int,
+def _layout(rules: options_mod.Rules, nodes: typing.Sequence[Node],
+            cross: int,
             load: typing.Optional[typing.Mapping[int, int]] = None
             ) -> tuple[layout_mod.Layout, int]:
     """(layout, one-to-one vCPUs) of these counts."""
@@ -380,7 +401,7 @@ def _layout(ratio: float, nodes: typing.Sequence[Node], cross: int,
     # One managed guest at least: a summary of no guest plans nobody, but
     # its counts are all zero, and one-to-one vCPUs are 0 either way.
     layout = layout_mod.decide_sizes(sum(n.pool for n in nodes),
-                                 {n.id: n.pool for n in nodes}, ratio,
+                                 {n.id: n.pool for n in nodes}, rules,
                                  totals, 1)
     if layout.kind != layout_mod.Kind.NODES:
         return layout, 0
@@ -398,24 +419,24 @@ def forecast(summary: Summary, vcpus: int, memory_kib: int,
     guest since the last audit, is then exact; several count as the
     largest they could be (the host looks fuller on one node than it is,
     never emptier)."""
-    ratio, nodes = summary.ratio, summary.nodes
+    rules, nodes = summary.rules, summary.nodes
     load = {n.id: n.vcpus for n in nodes}
     used = {n.id: n.homed_kib for n in nodes}
     rows = [(n.id, n.pool, n.memory_kib) for n in nodes]
     cross = summary.cross
     if pending > 0:
-        node = homes_mod.choose_node(pending, 0, rows, load, used, ratio)
+        node = homes_mod.choose_node(pending, 0, rows, load, used, rules)
         if node is None:
             cross += pending
         else:
             load[node] += pending
-    before = _layout(ratio, nodes, cross, load)[1]
-    home = homes_mod.choose_node(vcpus, memory_kib, rows, load, used, ratio)
+    before = _layout(rules, nodes, cross, load)[1]
+    home = homes_mod.choose_node(vcpus, memory_kib, rows, load, used, rules)
     if home is None:
         cross += vcpus
     else:
         load[home] += vcpus
-    layout, after = _layout(ratio, nodes, cross, load)
+    layout, after = _layout(rules, nodes, cross, load)
     mode = layout.mode_of(home)
     home_pool = next((n.pool for n in nodes if n.id == home), 0)
     return Forecast(mode, home, before, after, vcpus, summary.pool,

@@ -36,6 +36,7 @@ from nova_pinning_hooks.engine import summary as summary_mod  # noqa: E402
 from nova_pinning_hooks.nova import activation  # noqa: E402
 from nova_pinning_hooks.nova import hooks  # noqa: E402
 from nova_pinning_hooks.nova import nodesummary  # noqa: E402
+from nova_pinning_hooks.engine.policy.options import Rules  # noqa: E402
 
 objects.register_all()
 CONF = nova.conf.CONF
@@ -48,7 +49,7 @@ UUID = os.environ['NPH_TEST_INSTANCE_UUID']  # the request's (its draw)
 def summary(vcpus, seen=None):
     """A 2-node host's summary: node pools 8, ``vcpus`` homed."""
     s = summary_mod.Summary(
-        4.0, tuple(summary_mod.Node(i, 8, v, 64 * GIB, 0, False)
+        Rules(4.0), tuple(summary_mod.Node(i, 8, v, 64 * GIB, 0, False)
                    for i, v in enumerate(vcpus)), 0,
         sum(vcpus) if seen is None else seen, int(time.time()))
     return summary_mod.Basis(s, {})

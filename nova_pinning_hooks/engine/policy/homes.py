@@ -95,19 +95,19 @@ def home_from_facts(guest: guest_mod.Guest, host: topology.HostTopology,
 def _choose_home(guest: guest_mod.Guest,
                  pool_by_node: dict[int, frozenset[int]],
                  load: dict[int, int], mem_used: dict[int, int],
-                 host: topology.HostTopology, ratio: float
+                 host: topology.HostTopology, rules: options_mod.Rules
                  ) -> typing.Optional[int]:
     """Least loaded node with room: one-to-one room first, then ratio."""
     return choose_node(guest.vcpu_count, guest.memory_kib,
                        ((node, len(pool), host.nodes[node].memory_kib)
                         for node, pool in pool_by_node.items()),
-                       load, mem_used, ratio)
+                       load, mem_used, rules)
 
 
 def choose_node(vcpus: int, memory_kib: int,
                 nodes: typing.Iterable[tuple[int, int, int]],
                 load: typing.Mapping[int, int],
-                mem_used: typing.Mapping[int, int], ratio: float
+                mem_used: typing.Mapping[int, int], rules: options_mod.Rules
                 ) -> typing.Optional[int]:
     """The home chosen for a guest of ``vcpus`` and ``memory_kib``
     without memory facts: the least loaded node with room, one-to-one room
@@ -115,7 +115,7 @@ def choose_node(vcpus: int, memory_kib: int,
     ``load``/``mem_used``: the vCPUs and KiB already homed there. Counts
     only: the host's next pass (``place``) and the scheduler's forecast
     (``summary``) decide by the same rule."""
-    best = None
+    best, ratio = None, rules.ratio
     for node, size, node_mem in nodes:
         if not size:
             continue
@@ -140,7 +140,7 @@ def order_dependent(fact: Fact) -> bool:
 def place(host: topology.HostTopology,
           managed: typing.Iterable[guest_mod.Guest],
           pool_by_node: dict[int, frozenset[int]],
-          options: options_mod.Options, ratio: float,
+          options: options_mod.Options, rules: options_mod.Rules,
           facts: typing.Mapping[str, Fact],
           nova_vcpus: typing.Optional[typing.Mapping[int, int]] = None
           ) -> dict[str, Home]:
@@ -171,14 +171,14 @@ def place(host: topology.HostTopology,
     # choose again: an oscillation between modes.
     for g, node in sorted(by_pins, key=lambda gn: gn[0].uuid):
         if load[node] + g.vcpu_count <= \
-                len(pool_by_node[node]) * ratio + options_mod.EPSILON:
+                len(pool_by_node[node]) * rules.ratio + options_mod.EPSILON:
             homes[g.uuid] = (node, plan_mod.HomeSource.PINS)
             load[node] += g.vcpu_count
             mem_used[node] += g.memory_kib
         else:
             unplaced.append(g)
     for g in sorted(unplaced, key=lambda g: (-g.vcpu_count, g.uuid)):
-        node = _choose_home(g, pool_by_node, load, mem_used, host, ratio)
+        node = _choose_home(g, pool_by_node, load, mem_used, host, rules)
         if node is None:
             homes[g.uuid] = (None, plan_mod.HomeSource.NONE)
             continue

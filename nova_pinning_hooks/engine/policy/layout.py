@@ -106,19 +106,22 @@ class Layout(typing.NamedTuple):
 
 
 def decide(pool: frozenset[int], pool_by_node: dict[int, frozenset[int]],
-           ratio: float, totals: Totals, managed: int) -> Layout:
+           rules: options_mod.Rules, totals: Totals, managed: int
+           ) -> Layout:
     """The layout for these totals (the seed's rules 1 to 3);
     ``managed``: how many guests are managed."""
     return decide_sizes(len(pool), {n: len(p) for n, p in
                                     pool_by_node.items()},
-                        ratio, totals, managed)
+                        rules, totals, managed)
 
 
 def decide_sizes(pool: int, node_sizes: typing.Mapping[int, int],
-                 ratio: float, totals: Totals, managed: int) -> Layout:
+                 rules: options_mod.Rules, totals: Totals, managed: int
+                 ) -> Layout:
     """``decide`` on counts alone: ``pool`` pCPUs in all, ``node_sizes``
     node -> its pool pCPUs (in node order). The rules read nothing else,
     so the scheduler's forecast (``summary``) decides as a pass does."""
+    ratio = rules.ratio
     if not managed:
         return Layout(Kind.NONE)
     if not pool:

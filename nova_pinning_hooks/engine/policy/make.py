@@ -82,7 +82,8 @@ def plan_with_state(host: topology.HostTopology,
             managed.append(g)
             facts[g.uuid] = homes_mod.home_from_facts(
                 g, host, pool_by_node, options)
-    homes = homes_mod.place(host, managed, pool_by_node, options, ratio,
+    rules = options.rules()
+    homes = homes_mod.place(host, managed, pool_by_node, options, rules,
                             facts, load.node_vcpus)
     members: dict[int, dict[str, None]] = {n: {} for n in host.nodes}
     cross: dict[str, None] = {}
@@ -91,7 +92,7 @@ def plan_with_state(host: topology.HostTopology,
         (cross if home is None else members[home])[g.uuid] = None
     by_uuid = {g.uuid: g for g in guests}
     totals = layout_mod.totals_of(by_uuid, members, cross, load)
-    layout = layout_mod.decide(pool, pool_by_node, ratio, totals,
+    layout = layout_mod.decide(pool, pool_by_node, rules, totals,
                                len(managed))
     plans = {}
     for g in guests:

@@ -37,6 +37,16 @@ class ForeignDomains(names.Name):
     IGNORE = 'ignore'
 
 
+class Rules(typing.NamedTuple):
+    """What the counting rules read besides the counts: the stages the
+    scheduler's forecast applies as a pass does (``homes.choose_node``,
+    ``layout.decide_sizes``) take this record, never ``Options``, and a
+    summary carries it (``summary.Summary.rules``: each field on the wire
+    under its ``summary.RULE_KEYS`` key). An option one of them reads is
+    a field here."""
+    ratio: float  # allocation_ratio
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     allocation_ratio: float
@@ -51,6 +61,10 @@ class Options:
     # ``emuthreads``; the engine's default plans as before the option,
     # the configuration's (conf.py) is SHARED.
     emulator_threads: str = emuthreads.Setting.GUEST
+
+    def rules(self) -> Rules:
+        """What the counting rules read of these options."""
+        return Rules(float(self.allocation_ratio))
 
 
 def ratio_ok(ratio: object) -> bool:

@@ -9,13 +9,14 @@ import testtools
 
 from nova_pinning_hooks.engine import hostchoice
 from nova_pinning_hooks.engine import summary as summary_mod
+from nova_pinning_hooks.engine.policy.options import Rules
 
 GIB = 1024 * 1024  # KiB
 
 
 def candidate(name, vcpus, pool=(8, 8), ratio=4.0, pending=0, request=2):
     s = summary_mod.Summary(
-        ratio, tuple(summary_mod.Node(i, pool[i], vcpus[i], 64 * GIB, 0,
+        Rules(ratio), tuple(summary_mod.Node(i, pool[i], vcpus[i], 64 * GIB, 0,
                                       False) for i in range(len(vcpus))),
         0, sum(vcpus), 0)
     return hostchoice.Candidate(name, s, pending, summary_mod.forecast(

@@ -7,17 +7,22 @@ homes come from facts, ``forecast`` of the host's summary is what
 ``policy.make_plan`` gives the guest once it is there.
 """
 
+import dataclasses
 import json
 
 import hypothesis
 from hypothesis import strategies as st
 import testtools
 
+from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import guest as guest_mod
 from nova_pinning_hooks.engine import plan as plan_mod
 from nova_pinning_hooks.engine import policy
+from nova_pinning_hooks.engine.policy import layout as layout_mod
+from nova_pinning_hooks.engine.policy import options as options_mod
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.engine import topology
+from nova_pinning_hooks.engine.policy.options import Rules
 from tests.unit import hosts
 from tests.unit.engine.test_properties import random_host
 
@@ -35,7 +40,7 @@ def S(vcpus, pool=(8, 8), ratio=4.0, cross=0, memory=None, homed=None,
     memory = memory or (64 * GIB,) * n
     homed = homed or (0,) * n
     return summary_mod.Summary(
-        ratio, tuple(summary_mod.Node(i, pool[i], vcpus[i], memory[i],
+        Rules(ratio), tuple(summary_mod.Node(i, pool[i], vcpus[i], memory[i],
                                       homed[i], i in shared)
                      for i in range(n)), cross, sum(vcpus) + cross, 0)
 
@@ -126,8 +131,9 @@ class TestEncoding(testtools.TestCase):
         self.assertEqual(s, summary_mod.decode(text))
         # A real 8-node host: 60 characters a node at most.
         big = summary_mod.Summary(
-            4.0, tuple(summary_mod.Node(i, 64, 4096, 512 * GIB, 400 * GIB,
-                                        False) for i in range(8)),
+            Rules(4.0), tuple(summary_mod.Node(i, 64, 4096, 512 * GIB,
+                                               400 * GIB, False)
+                              for i in range(8)),
             100, 4196, 1732600000)
         self.assertLess(len(summary_mod.encode(big)), 60 + 8 * 60)
 
@@ -154,10 +160,10 @@ class TestEncoding(testtools.TestCase):
         nodes = tuple(summary_mod.Node(i, 1, 0, 0, 0, False)
                       for i in range(summary_mod.MAX_NODES + 1))
         self.assertIsNone(summary_mod.encode(
-            summary_mod.Summary(1.0, nodes, 0, 0, 0)))
+            summary_mod.Summary(Rules(1.0), nodes, 0, 0, 0)))
         self.assertIsNone(summary_mod.encode(
-            summary_mod.Summary(1.0, nodes[:1], summary_mod.MAX_COUNT + 1,
-                                0, 0)))
+            summary_mod.Summary(Rules(1.0), nodes[:1],
+                                summary_mod.MAX_COUNT + 1, 0, 0)))
 
     def test_refused(self):
         good = json.loads(summary_mod.encode(S((1, 2))))
@@ -206,11 +212,11 @@ class TestEncoding(testtools.TestCase):
 
 
 def guest(name, vcpus, kib, memory=None, numatune=None, active=True,
-          numa_cells=False, pins=None):
+          numa_cells=False, pins=None, nova=True):
     return guest_mod.Guest.from_xml(
         hosts.domain_xml(name, vcpus, uuid='u-%s' % name, memory_kib=kib,
                          numatune=numatune, numa_cells=numa_cells,
-                         pins=pins),
+                         pins=pins, nova=nova),
         active=active, memory_by_node_kib=memory or {})
 
 
@@ -223,11 +229,12 @@ def hosted_guests(draw):
     for i in range(draw(st.integers(0, 14))):
         vcpus = draw(st.integers(1, 8))
         kib = draw(st.integers(1, 6)) * GIB
-        kind = draw(st.integers(0, 9))
+        kind = draw(st.integers(0, 10))
         name = 'g%02d' % i
-        if kind < 6:  # memory on one node
+        if kind < 6 or kind == 10:  # memory on one node (10: not nova's)
             guests.append(guest(name, vcpus, kib,
-                                {draw(st.sampled_from(nodes)): kib}))
+                                {draw(st.sampled_from(nodes)): kib},
+                                nova=kind != 10))
         elif kind == 6:  # memory over two nodes
             two = draw(st.lists(st.sampled_from(nodes), min_size=2,
                                 max_size=2, unique=True)) \
@@ -248,6 +255,46 @@ def hosted_guests(draw):
     return host, guests, ratio
 
 
+def _cpus(host, most):
+    """None, or a few of the host's CPUs (never all of them)."""
+    cpus = sorted(host.cpus)
+    return st.one_of(st.none(), st.lists(
+        st.sampled_from(cpus), min_size=1, max_size=min(most, len(cpus) - 1),
+        unique=True).map(frozenset)) if len(cpus) > 1 else st.none()
+
+
+# How each field of ``policy.Options`` is drawn: a field without a row
+# fails ``test_every_option_is_drawn`` (a new option must reach the
+# forecast's property test, CONTRIBUTING.rst, "A new option of the
+# binding policy").
+OPTION_DRAWS = {
+    'reserved_cpus': lambda host: _cpus(host, 2),
+    'shared_cpus': lambda host: _cpus(host, 8).map(
+        lambda c: None if c is None else host.cpus - c),
+    'dedicated_cpus': lambda host: _cpus(host, 1),
+    'foreign_domains': lambda host: st.sampled_from(
+        options_mod.ForeignDomains.values()),
+    'home_node_min_fraction': lambda host: st.sampled_from([0.5, 0.9, 1.0]),
+    'set_home_node': lambda host: st.booleans(),
+    'emulator_threads': lambda host: st.sampled_from(
+        emuthreads.Setting.values()),
+}
+
+
+@st.composite
+def policy_options(draw, host, ratio):
+    """Every option of ``policy.Options`` drawn (the forecast must agree
+    with the plan whatever they say, not only for the ratio)."""
+    drawn = {name: draw(how(host)) for name, how in OPTION_DRAWS.items()}
+    options = policy.Options(allocation_ratio=ratio, **drawn)
+    try:
+        policy.validate(host, options)
+    except policy.PolicyError:
+        hypothesis.assume(False)
+    hypothesis.assume(layout_mod.guest_pool(host, (), options))
+    return options
+
+
 def one_to_one(p):
     return sum(len(gp.vcpu_pins) for gp in p.guests
                if gp.mode == plan_mod.DEDICATED)
@@ -255,12 +302,23 @@ def one_to_one(p):
 
 class TestAgainstTheEngine(testtools.TestCase):
 
+    def test_every_rule_is_on_the_wire(self):
+        self.assertEqual(list(options_mod.Rules._fields),
+                         list(summary_mod.RULE_KEYS))
+        s = S((3, 2), ratio=1.5)
+        self.assertEqual(s.rules, summary_mod.decode(
+            summary_mod.encode(s)).rules)
+
+    def test_every_option_is_drawn(self):
+        fields = {f.name for f in dataclasses.fields(policy.Options)}
+        self.assertEqual(fields - {'allocation_ratio'}, set(OPTION_DRAWS))
+
     @hypothesis.settings(max_examples=200, deadline=None)
     @hypothesis.given(hosted_guests(), st.integers(1, 10),
-                      st.integers(1, 20))
-    def test_forecast_is_the_next_plan(self, drawn, vcpus, gib):
+                      st.integers(1, 20), st.data())
+    def test_forecast_is_the_next_plan(self, drawn, vcpus, gib, data):
         host, guests, ratio = drawn
-        options = policy.Options(allocation_ratio=ratio)
+        options = data.draw(policy_options(host, ratio))
         before = policy.make_plan(host, guests, options)
         s = summary_mod.decode(summary_mod.encode(summary_mod.of_plan(
             host, guests, before, options, 0)))
@@ -276,13 +334,13 @@ class TestAgainstTheEngine(testtools.TestCase):
 
     @hypothesis.settings(max_examples=100, deadline=None)
     @hypothesis.given(hosted_guests(), st.integers(1, 12),
-                      st.integers(1, 8), st.integers(1, 4))
-    def test_a_guest_placed_since(self, drawn, pending, vcpus, gib):
+                      st.integers(1, 8), st.integers(1, 4), st.data())
+    def test_a_guest_placed_since(self, drawn, pending, vcpus, gib, data):
         """A guest nova placed after the summary was made: the pass homed
         it (its memory then followed), and the forecast homes its vCPUs
         the same way."""
         host, guests, ratio = drawn
-        options = policy.Options(allocation_ratio=ratio)
+        options = data.draw(policy_options(host, ratio))
         before = policy.make_plan(host, guests, options)
         s = summary_mod.of_plan(host, guests, before, options, 0)
         since = guest('since', pending, 0)
@@ -329,14 +387,16 @@ class TestReport(testtools.TestCase):
         host, guests, ratio = drawn
         options = policy.Options(allocation_ratio=ratio)
         # Guests nova placed itself stay counted until a pass (their
-        # pCPUs left the pool): only the others may go here.
-        removable = [g.uuid for g in guests if not g.nova_placed]
+        # pCPUs left the pool): only the others may go here. Domains
+        # nova did not create are never in its tracker, and stay.
+        removable = [g.uuid for g in guests if g.nova and not g.nova_placed]
         gone = set(data.draw(st.lists(st.sampled_from(removable),
                                       unique=True)
                              if removable else st.just([])))
         plan = policy.make_plan(host, guests, options)
         b = summary_mod.basis(host, guests, plan, options, 5)
-        tracked = {g.uuid for g in guests if g.uuid not in gone} | {'x'}
+        tracked = {g.uuid for g in guests
+                   if g.nova and g.uuid not in gone} | {'x'}
         rest = [g for g in guests if g.uuid not in gone]
         expected = summary_mod.of_plan(
             host, rest, policy.make_plan(host, rest, options), options, 5)

@@ -12,6 +12,7 @@ from nova_pinning_hooks import conf as conf_mod
 from nova_pinning_hooks.engine import hostchoice
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.nova import weigher as weigher_mod
+from nova_pinning_hooks.engine.policy.options import Rules
 
 GIB = 1024 * 1024
 
@@ -19,7 +20,7 @@ GIB = 1024 * 1024
 def text(vcpus, pool=(8, 8), ratio=4.0, cross=0, at=None):
     n = len(vcpus)
     return summary_mod.encode(summary_mod.Summary(
-        ratio, tuple(summary_mod.Node(i, pool[i], vcpus[i], 64 * GIB, 0,
+        Rules(ratio), tuple(summary_mod.Node(i, pool[i], vcpus[i], 64 * GIB, 0,
                                       False) for i in range(n)),
         cross, sum(vcpus) + cross, int(time.time()) if at is None else at))
 

@@ -171,7 +171,7 @@ def of_plan(host: topology.HostTopology,
                        plan.node_vcpus.get(n, 0), node.memory_kib,
                        homed[n], n in nova_nodes)
                   for n, node in host.nodes.items())
-    return Summary(options_mod.Rules(float(plan.allocation_ratio)), nodes,
+    return Summary(options.rules(), nodes,
                    plan.cross_node_vcpus,
                    sum(g.vcpu_count for g in guests if g.nova), int(at))
 
@@ -377,9 +377,10 @@ def _version(value: object) -> bool:
 def readable(version: object, compat: object) -> bool:
     """Whether this release reads a summary of ``version`` that says
     its readers from ``compat`` on read it (``COMPAT_KEY``; None: not
-    said)."""
-    if version == VERSION and _version(version):
-        return True
+    said). Every version up to this one is read (a rule's reader in
+    ``RULE_KEYS`` gives an older version's value for a key it lacks)."""
+    if _version(version) and typing.cast(int, version) <= VERSION:
+        return True  # this version or one before it: its keys known
     return _version(version) and _version(compat) and \
         typing.cast(int, compat) <= VERSION < typing.cast(int, version)
 

@@ -23,6 +23,8 @@ Invariants:
 import dataclasses
 import typing
 
+from nova_pinning_hooks.engine import cpuset
+
 # What ``snapshot_fields`` returns: the snapshot JSON's keys and values.
 SnapshotFields = dict[str, typing.Union[float, str, None]]
 
@@ -48,6 +50,16 @@ class HostSettings:
                 'reserved_cpus': self.reserved_cpus,
                 'shared_cpus': self.shared_cpus,
                 'dedicated_cpus': self.dedicated_cpus}
+
+    def binding(self) -> tuple[float, typing.Optional[frozenset[int]],
+                               typing.Optional[frozenset[int]]]:
+        """What a pass binds with from these: the ratio and nova's CPU
+        sets (parsed: two texts of one set are the same)."""
+        def cpus(text: typing.Optional[str]
+                 ) -> typing.Optional[frozenset[int]]:
+            return None if text is None else cpuset.parse(text)
+        return (float(self.allocation_ratio), cpus(self.shared_cpus),
+                cpus(self.dedicated_cpus))
 
     def nova_sets(self) -> typing.Optional[
             tuple[typing.Optional[str], typing.Optional[str]]]:

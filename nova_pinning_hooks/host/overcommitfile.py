@@ -51,11 +51,38 @@ class OvercommitError(Exception):
     """The overcommit file is missing or unusable."""
 
 
-def write(path: str, content: typing.Mapping[str, typing.Any]) -> None:
-    """Atomically replace ``path`` with ``content`` (a dict) as JSON; a
-    file set aside as stale (``set_aside``) is superseded and removed."""
-    _check(content, path)
-    statefile.write_json(path, content)
+def to_json(content: hostsettings.HostSettings) -> dict[str, object]:
+    """The file's JSON of ``content`` (its ``reserved_cpus`` is not the
+    file's)."""
+    return {'version': VERSION, 'host': content.host or '',
+            'written_at': content.written_at or '',
+            'allocation_ratio': content.allocation_ratio,
+            'ratio_source': content.ratio_source,
+            'shared_cpus': content.shared_cpus,
+            'dedicated_cpus': content.dedicated_cpus}
+
+
+def from_json(data: object, path: str) -> hostsettings.HostSettings:
+    """The content of a file of a version this release reads, every
+    shape of it (1.0.0's had no host, time or source);
+    ``OvercommitError`` naming ``path`` if it is not one."""
+    _check(data, path)
+    content = typing.cast(dict[str, typing.Any], data)
+    return hostsettings.HostSettings(
+        allocation_ratio=float(content['allocation_ratio']),
+        ratio_source=str(content.get('ratio_source') or ''),
+        shared_cpus=content.get('shared_cpus'),
+        dedicated_cpus=content.get('dedicated_cpus'),
+        written_at=str(content.get('written_at') or ''),
+        host=str(content.get('host') or ''))
+
+
+def write(path: str, content: hostsettings.HostSettings) -> None:
+    """Atomically replace ``path`` with ``content`` as JSON; a file set
+    aside as stale (``set_aside``) is superseded and removed."""
+    data = to_json(content)
+    _check(data, path)
+    statefile.write_json(path, data)
     try:
         os.unlink(stale_path(path))
     except FileNotFoundError:
@@ -67,20 +94,14 @@ def stale_path(path: str) -> str:
     return path + '.stale'
 
 
-def matches(path: str, content: typing.Mapping[str, typing.Any]) -> bool:
+def matches(path: str, content: hostsettings.HostSettings) -> bool:
     """True if the file at ``path`` holds the ratio and CPU sets of
     ``content`` (what nova-compute computed): a file it could not
     rewrite is still right then. False if it differs or is unusable."""
     try:
-        info = read(path)
+        return read(path).binding() == content.binding()
     except OvercommitError:
         return False
-
-    def cpus(text: typing.Optional[str]) -> typing.Optional[frozenset[int]]:
-        return None if text is None else cpuset.parse(text)
-    return (info.allocation_ratio == float(content['allocation_ratio']) and
-            cpus(info.shared_cpus) == cpus(content['shared_cpus']) and
-            cpus(info.dedicated_cpus) == cpus(content['dedicated_cpus']))
 
 
 def set_aside(path: str) -> bool:
@@ -141,9 +162,8 @@ def _read_only_filesystem(path: str) -> bool:
 
 
 def read(path: str) -> hostsettings.HostSettings:
-    """The validated content of the file (one of the ratio's two edges:
-    ``_check``); OvercommitError if unusable. ``reserved_cpus`` is not
-    the file's: None."""
+    """The validated content of the file (one of the ratio's two
+    edges); OvercommitError if unusable."""
     try:
         content = statefile.read_json(path, what='overcommit file')
     except FileNotFoundError:
@@ -166,20 +186,14 @@ def read(path: str) -> hostsettings.HostSettings:
     except ValueError as exc:
         raise OvercommitError('overcommit file %s is corrupt: %s'
                               % (path, exc)) from None
-    _check(content, path)
+    record = from_json(content, path)
     if _read_only_filesystem(path):
         raise OvercommitError(
             'overcommit file %s is on a read-only filesystem: nova-compute '
             'cannot rewrite it there, so nothing tells that it still holds '
             'nova-compute\'s configuration; passes do not run until the '
             'filesystem is writable again' % path)
-    return hostsettings.HostSettings(
-        allocation_ratio=float(content['allocation_ratio']),
-        ratio_source=str(content.get('ratio_source') or ''),
-        shared_cpus=content.get('shared_cpus'),
-        dedicated_cpus=content.get('dedicated_cpus'),
-        written_at=str(content.get('written_at') or ''),
-        host=str(content.get('host') or ''))
+    return record
 
 
 def _check(content: object, path: str) -> None:

@@ -44,6 +44,7 @@ import typing
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.passes import reconciler
@@ -89,7 +90,7 @@ class NovaOptions:
 
 
 def content(nova: NovaOptions, ratio: typing.Optional[float] = None
-            ) -> dict[str, typing.Any]:
+            ) -> hostsettings.HostSettings:
     """The file's content from nova's options, and from the VCPU
     allocation ratio of the node's inventory once nova reported one
     (``ratio``): placement's, unless ``cpu_allocation_ratio`` overrides
@@ -101,18 +102,15 @@ def content(nova: NovaOptions, ratio: typing.Optional[float] = None
         ratio = float(ratio)
         source = ('cpu_allocation_ratio' if nova.cpu_allocation_ratio
                   else 'placement')
-    return {'version': overcommitfile.VERSION,
-            'host': nova.host,
-            'written_at': datetime.datetime.now(
-                datetime.timezone.utc).isoformat(timespec='seconds'),
-            'allocation_ratio': ratio,
-            'ratio_source': source,
-            'shared_cpus': nova.shared_cpus,
-            'dedicated_cpus': nova.dedicated_cpus}
+    return hostsettings.HostSettings(
+        allocation_ratio=ratio, ratio_source=source,
+        shared_cpus=nova.shared_cpus, dedicated_cpus=nova.dedicated_cpus,
+        host=nova.host, written_at=datetime.datetime.now(
+            datetime.timezone.utc).isoformat(timespec='seconds'))
 
 
 def from_nova_conf(conf: cfg.ConfigOpts, ratio: typing.Optional[float] = None
-                   ) -> dict[str, typing.Any]:
+                   ) -> hostsettings.HostSettings:
     """The file's content from nova's configuration object (``content``
     of ``NovaOptions.read``)."""
     return content(NovaOptions.read(conf), ratio)
@@ -170,7 +168,7 @@ class RatioFile:
         """Write the file from nova's configuration (and the ratio nova
         reported, if any); True once written or found right."""
         path = self.path
-        written: typing.Optional[dict[str, typing.Any]] = None
+        written: typing.Optional[hostsettings.HostSettings] = None
         try:
             written = content(self.nova, ratio)
             # Only this writer writes the file: what a crash left of an
@@ -180,15 +178,15 @@ class RatioFile:
         except Exception as exc:
             self._not_written(path, written, exc, ratio)
             return False
-        self.ratio = written['allocation_ratio']
+        self.ratio = written.allocation_ratio
         self.written_ratio = ratio
         self.ok, self.error = True, None
         LOG.info('nova-pinning-hooks: wrote %s: allocation ratio %s (%s)',
-                 path, written['allocation_ratio'], written['ratio_source'])
+                 path, written.allocation_ratio, written.ratio_source)
         return True
 
     @staticmethod
-    def _take_back(path: str, content: dict[str, typing.Any],
+    def _take_back(path: str, content: hostsettings.HostSettings,
                    exc: Exception) -> bool:
         """The file could not be written, and a file set aside as stale
         holds ``content``'s ratio and CPU sets (nova-compute restarted
@@ -208,24 +206,24 @@ class RatioFile:
                     'configuration (ratio %s, the same CPU sets): taken '
                     'back and used', path,
                     getattr(exc, 'strerror', None) or exc, stale,
-                    content['allocation_ratio'])
+                    content.allocation_ratio)
         return True
 
     def _not_written(self, path: str,
-                     content: typing.Optional[dict[str, typing.Any]],
+                     content: typing.Optional[hostsettings.HostSettings],
                      exc: Exception, ratio: typing.Optional[float]) -> None:
         if content is not None and self._take_back(path, content, exc):
-            self.ratio, self.written_ratio = content['allocation_ratio'], ratio
+            self.ratio, self.written_ratio = content.allocation_ratio, ratio
             self.ok, self.error = True, None
             return
         if content is not None and overcommitfile.matches(path, content):
             # Same ratio and CPU sets as this process computed: right.
-            self.ratio, self.written_ratio = content['allocation_ratio'], ratio
+            self.ratio, self.written_ratio = content.allocation_ratio, ratio
             self.ok, self.error = True, None
             LOG.warning('nova-pinning-hooks: cannot rewrite the overcommit '
                         'file %s: %s; it holds this configuration (ratio '
                         '%s, the same CPU sets) and is used', path, exc,
-                        content['allocation_ratio'])
+                        content.allocation_ratio)
             return
         try:
             stale = overcommitfile.stale_path(path)

@@ -43,6 +43,7 @@ import urllib.request
 
 import yaml
 
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.host import overcommitfile
 from tests import promql
 from tests.functional import base
@@ -126,12 +127,10 @@ class TestRealPrometheus(base.FunctionalTestCase):
         series are served), the textfile, a resync every 2 s (so that the
         textfile's counters move between scrapes: see admin/steal.rst)."""
         oc = os.path.join(self.tmp, 'oc.json')
-        overcommitfile.write(oc, {
-            'version': 1, 'host': socket.gethostname(),
-            'written_at': time.strftime('%Y-%m-%dT%H:%M:%S+00:00',
-                                        time.gmtime()),
-            'allocation_ratio': 4.0, 'ratio_source': 'placement',
-            'shared_cpus': None, 'dedicated_cpus': None})
+        overcommitfile.write(oc, hostsettings.HostSettings(
+            4.0, ratio_source='placement', host=socket.gethostname(),
+            written_at=time.strftime('%Y-%m-%dT%H:%M:%S+00:00',
+                                     time.gmtime())))
         self.textfile = os.path.join(self.textfile_dir, 'nova_pinning.prom')
         path = os.path.join(self.tmp, 'agent.conf')
         with open(path, 'w') as f:

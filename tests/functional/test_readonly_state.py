@@ -30,6 +30,7 @@ HELPER = r'''
 import json, os, subprocess, sys
 from oslo_config import cfg
 from nova_pinning_hooks import conf as conf_mod
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.isolation import config as isolation_config
 from nova_pinning_hooks.passes import settings
@@ -41,8 +42,7 @@ subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m,mode=0755',
 os.mkdir(os.path.join(state, 'nova'), 0o755)
 path = os.path.join(state, 'nova', 'overcommit.json')
 # What nova-compute wrote before it was restarted with other CPU sets.
-overcommitfile.write(path, {'version': 1, 'allocation_ratio': 4.0,
-                            'shared_cpus': '0', 'dedicated_cpus': None})
+overcommitfile.write(path, hostsettings.HostSettings(4.0, '', shared_cpus='0'))
 if how == 'superblock':
     subprocess.run(['mount', '-o', 'remount,ro', state], check=True)
     read = path

@@ -218,10 +218,11 @@ class TestSnapshotCommand(LiveCliTestCase):
 class TestStatusRatio(LiveCliTestCase):
 
     def test_status_says_where_the_ratio_comes_from(self):
+        from nova_pinning_hooks.engine import hostsettings
         from nova_pinning_hooks.host import overcommitfile
         path = os.path.join(self.tmp, 'nova', 'oc.json')
-        overcommitfile.write(path, {'version': 1, 'allocation_ratio': 16.0,
-                                'ratio_source': 'placement'})
+        overcommitfile.write(path, hostsettings.HostSettings(
+            16.0, ratio_source='placement'))
         self.write_config(overcommit_file=path)
         code, out, err = self.run_cli('status')
         self.assertEqual(0, code, err)
@@ -238,10 +239,11 @@ class TestStatusRatio(LiveCliTestCase):
     def test_status_says_the_overcommit_file_is_stale(self):
         # nova-compute could not rewrite it and set it aside (issue 34
         # R4): status says so, in one line, and plans nothing.
+        from nova_pinning_hooks.engine import hostsettings
         from nova_pinning_hooks.host import overcommitfile
         path = os.path.join(self.tmp, 'nova', 'oc.json')
-        overcommitfile.write(path, {'version': 1, 'allocation_ratio': 16.0,
-                                'ratio_source': 'placement'})
+        overcommitfile.write(path, hostsettings.HostSettings(
+            16.0, ratio_source='placement'))
         self.assertTrue(overcommitfile.set_aside(path))
         self.write_config(overcommit_file=path)
         code, out, err = self.run_cli('status')

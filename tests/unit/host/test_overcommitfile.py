@@ -8,6 +8,7 @@ import tempfile
 
 import testtools
 
+from nova_pinning_hooks.engine.hostsettings import HostSettings
 from nova_pinning_hooks.host import overcommitfile
 
 # /proc/self/mountinfo as Linux 6.1 writes it: mount id, parent, dev,
@@ -44,7 +45,41 @@ class TestSuperblock(testtools.TestCase):
     def test_a_writable_filesystem_reads_as_before(self):
         with tempfile.TemporaryDirectory() as top:
             path = os.path.join(top, 'overcommit.json')
-            overcommitfile.write(path, {
-                'version': 1, 'allocation_ratio': 2.0, 'shared_cpus': '1',
-                'dedicated_cpus': None})
+            overcommitfile.write(path, HostSettings(
+                2.0, '', shared_cpus='1'))
             self.assertEqual('1', overcommitfile.read(path).shared_cpus)
+
+
+class TestContent(testtools.TestCase):
+    """The file's JSON: what is written is what is read back, and every
+    shape of version 1 this release has written is read."""
+
+    def test_round_trip(self):
+        c = HostSettings(2.5, 'placement', shared_cpus='0-3',
+                         dedicated_cpus='4-7', host='h',
+                         written_at='2026-01-01T00:00:00+00:00')
+        self.assertEqual(c, overcommitfile.from_json(
+            overcommitfile.to_json(c), 'f'))
+        self.assertEqual(1, overcommitfile.to_json(c)['version'])
+
+    def test_every_shape_of_version_1(self):
+        for data, want in [
+                # 1.0.0: no host, no written_at, no ratio_source
+                ({'version': 1, 'allocation_ratio': 4,
+                  'shared_cpus': None, 'dedicated_cpus': None},
+                 HostSettings(4.0, '', written_at='', host='')),
+                ({'version': 1, 'allocation_ratio': 2.0, 'host': 'h',
+                  'written_at': 'w', 'ratio_source': 'placement',
+                  'shared_cpus': '1', 'dedicated_cpus': '2'},
+                 HostSettings(2.0, 'placement', shared_cpus='1',
+                              dedicated_cpus='2', written_at='w',
+                              host='h')),
+        ]:
+            self.assertEqual(want, overcommitfile.from_json(data, 'f'))
+
+    def test_the_same_binding(self):
+        a = HostSettings(4.0, 'placement', shared_cpus='0-3')
+        self.assertEqual(a.binding(), HostSettings(
+            4, 'other', shared_cpus='0,1,2,3', host='g').binding())
+        self.assertNotEqual(a.binding(), HostSettings(
+            4.0, 'placement', shared_cpus='0-2').binding())

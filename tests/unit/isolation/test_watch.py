@@ -6,6 +6,7 @@ import time
 
 import fixtures
 
+from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.host import procfs
 from nova_pinning_hooks.isolation import isolator
@@ -194,9 +195,8 @@ class TestWatchRechecksNovasSets(WatchTestCase):
         self.nova(shared='1-3')
 
     def nova(self, shared):
-        overcommitfile.write(self.oc, {
-            'version': overcommitfile.VERSION, 'allocation_ratio': 4.0,
-            'shared_cpus': shared, 'dedicated_cpus': None})
+        overcommitfile.write(self.oc, hostsettings.HostSettings(
+            4.0, '', shared_cpus=shared))
 
     def published(self):
         return statusfile.read(self.state_file, self.host.paths.proc)

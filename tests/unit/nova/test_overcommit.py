@@ -36,12 +36,12 @@ class TestRatio(testtools.TestCase):
         c = ratiofile.from_nova_conf(nova_conf(shared='2-7',
                                                 dedicated='8-15'))
         self.assertEqual((4.0, '2-7', '8-15', 'compute-1'),
-                         (c['allocation_ratio'], c['shared_cpus'],
-                          c['dedicated_cpus'], c['host']))
+                         (c.allocation_ratio, c.shared_cpus,
+                          c.dedicated_cpus, c.host))
 
     def test_legacy_vcpu_pin_set_is_the_shared_set(self):
         c = ratiofile.from_nova_conf(nova_conf(pin_set='4-11'))
-        self.assertEqual('4-11', c['shared_cpus'])
+        self.assertEqual('4-11', c.shared_cpus)
 
 
 class TestFile(testtools.TestCase):
@@ -86,7 +86,7 @@ class TestFile(testtools.TestCase):
         self.assertFalse(os.path.exists(self.path))
 
     def test_bad_files(self):
-        good = ratiofile.from_nova_conf(nova_conf())
+        good = overcommitfile.to_json(ratiofile.from_nova_conf(nova_conf()))
         cases = [
             ('missing', None, 'does not exist'),
             ('not json', '{"version": 1', 'corrupt'),

@@ -15,6 +15,7 @@ from nova_pinning_hooks.engine import emuthreads
 from nova_pinning_hooks.engine import hostsettings
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.host import overcommitfile
+from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.passes import settings
 
@@ -164,10 +165,9 @@ class TestLoad(testtools.TestCase):
     def test_the_file(self):
         conf = make_conf(self, reserved_cpus='0')
         path = conf.nova_pinning.overcommit_file
-        overcommitfile.write(path, {
-            'version': 1, 'host': 'h', 'written_at': '2026-01-01T00:00:00',
-            'allocation_ratio': 8.0, 'ratio_source': 'placement',
-            'shared_cpus': '2-7', 'dedicated_cpus': None})
+        overcommitfile.write(path, hostsettings.HostSettings(
+            8.0, ratio_source='placement', shared_cpus='2-7', host='h',
+            written_at='2026-01-01T00:00:00'))
         s = settings.load(ratio_of(conf))
         self.assertEqual(8.0, s.allocation_ratio)
         self.assertEqual(('2-7', None), s.nova_sets())
@@ -178,7 +178,8 @@ class TestLoad(testtools.TestCase):
 
     def test_a_file_without_a_source_says_unknown(self):
         conf = make_conf(self)
-        overcommitfile.write(conf.nova_pinning.overcommit_file, {
+        # A file of the first shape of version 1 (no ratio_source).
+        statefile.write_json(conf.nova_pinning.overcommit_file, {
             'version': 1, 'host': 'h', 'written_at': '2026-01-01T00:00:00',
             'allocation_ratio': 8.0})
         self.assertEqual('unknown',

@@ -215,7 +215,7 @@ def activate(conf: cfg.ConfigOpts,
                     nodesummary.install(tracker_cls, SUMMARY_HOOK):
                 hooks.manager(SUMMARY_HOOK)
                 _REPORTER = nodesummary.Reporter(
-                    _RUNTIME.basis, conf.nova_pinning.summary_max_age)
+                    _RUNTIME.basis, config.passes.times.summary_max_age)
         _RUNTIME.start()
         LOG.info('nova-pinning-hooks: active (%s passes); %s',
                  'out-of-process' if _RUNTIME.out_of_process else 'threaded',

@@ -95,7 +95,7 @@ class Day:
         conf.set_override('reserved_cpus', '0,56', 'nova_pinning')
         conf.set_override('lock_path', tmp, 'nova_pinning')
         self.conf = conf
-        self.rec = reconciler.Reconciler(settings_mod.read(conf).passes)
+        self.rec = reconciler.Reconciler(settings_mod.read(conf))
         self.specs = {}  # name -> (vcpus, node)
         self.results = []
 

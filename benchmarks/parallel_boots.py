@@ -50,7 +50,7 @@ from nova_pinning_hooks import conf as conf_mod  # noqa: E402
 from nova_pinning_hooks.host import virt  # noqa: E402
 from nova_pinning_hooks.nova import activation  # noqa: E402
 from nova_pinning_hooks.nova import hookpoints  # noqa: E402
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.fixtures import register_nova_options  # noqa: E402
 
 URI = 'qemu:///system'
@@ -133,7 +133,7 @@ def burst(conn, n, mode, tmp, rnd):
         conf = conf_for(tmp)
         # Without nova, the ratio comes from the agent's configuration.
         conf.set_override('allocation_ratio', 32.0, 'nova_pinning')
-        a = service.BindingService(settings_mod.read(conf))
+        a = service.BindingService(runtime_settings.read(conf))
         stop = threading.Event()
         runner = threading.Thread(target=a.run, args=(stop,), daemon=True)
         runner.start()

@@ -130,9 +130,9 @@ def main():
             fakelibvirt.register(URI, fake)
             virtread.Reader._bench_fake = fake
             conf = conf_for(tmp)
-            full = reconciler.Reconciler(settings_mod.read(conf).passes)
+            full = reconciler.Reconciler(settings_mod.read(conf))
             model = model_mod.HostModel()
-            inc = reconciler.Reconciler(settings_mod.read(conf).passes, model=model)
+            inc = reconciler.Reconciler(settings_mod.read(conf), model=model)
             for rec in (full, inc, full, inc):
                 rec.run_pass()  # settle: every guest bound
             rows = [('full', full, settle), ('unchanged', inc, settle)]

@@ -31,7 +31,7 @@ def host_options(**overrides):
     conf([], default_config_files=[])
     for name, value in overrides.items():
         conf.set_override(name, value, group='nova_pinning')
-    return settings.read(conf).passes.host
+    return settings.read(conf).host
 
 
 def pass_runner(conf, out_of_process):
@@ -39,7 +39,7 @@ def pass_runner(conf, out_of_process):
     ``conf`` (nova's options registered), in the mode asked for."""
     from nova_pinning_hooks.nova import passrunner
     from nova_pinning_hooks.nova import ratiofile
-    from nova_pinning_hooks.passes import settings
+    from nova_pinning_hooks.runtime import settings
     return passrunner.make(settings.read(conf),
                            ratiofile.NovaOptions.read(conf),
                            out_of_process=out_of_process)

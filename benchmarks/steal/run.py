@@ -103,7 +103,7 @@ def make_conf(tmp):
 def _package_sample(conf, uuid):
     """(monotonic time, delay ns, time ns) of the guest, as the package
     reads it."""
-    rec = reconciler.Reconciler(settings_mod.read(conf).passes)
+    rec = reconciler.Reconciler(settings_mod.read(conf))
     try:
         taken, sample = rec.vcpu_stats()
     finally:
@@ -134,7 +134,7 @@ def one_run(conn, config, elf, tmp, first_tick=FIRST_TICK):
             dom.pinEmulator((False, True), live)
         elif config == 'package':
             conf = make_conf(tmp)
-            rec = reconciler.Reconciler(settings_mod.read(conf).passes)
+            rec = reconciler.Reconciler(settings_mod.read(conf))
             result = rec.run_pass()
             rec.close()
             assert result.error is None, result.error

@@ -27,18 +27,19 @@ from nova_pinning_hooks.observe import render
 from nova_pinning_hooks.observe import stealview
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from nova_pinning_hooks.runtime import service
 
 _T = typing.TypeVar('_T')
 
 
-def _settings(conf: cfg.ConfigOpts) -> settings_mod.RuntimeSettings:
-    """The configuration's records (``settings.read``), with
+def _settings(conf: cfg.ConfigOpts) -> runtime_settings.RuntimeSettings:
+    """The configuration's records (``runtime.settings.read``), with
     ``--connection`` when the command has it."""
     uri = getattr(conf.command, 'connection', None)
     if uri:
         conf.set_override('connection_uri', uri, group='nova_pinning')
-    return settings_mod.read(conf)
+    return runtime_settings.read(conf)
 
 
 def _reconciler(conf: cfg.ConfigOpts) -> reconciler.Reconciler:

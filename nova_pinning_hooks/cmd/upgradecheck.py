@@ -404,7 +404,7 @@ class Checks(UpgradeCommands):
     @_options
     def check_pinned_guests(self) -> Result:
         uri, source = self.libvirt_uri()
-        host = virt.connect(uri, settings_mod.read(self.conf).passes.host)
+        host = virt.connect(uri, settings_mod.read(self.conf).host)
         host.set_deadline(time.monotonic() +
                           self.conf.nova_pinning.pass_timeout)
         try:

@@ -16,7 +16,7 @@ Invariants:
 * idempotent: one ``passrunner.PassRunner`` a process, made under a lock;
 * the configuration edge inside nova-compute: ``[nova_pinning]`` and
   nova's own options are read here, once, into records
-  (``settings.read``, ``ratiofile.NovaOptions.read``), before anything
+  (``runtime.settings.read``, ``ratiofile.NovaOptions.read``), before anything
   is installed; nothing below is handed nova's configuration;
 * all or nothing: no hook is installed unless ``compat.lacking`` found
   nothing missing;
@@ -49,7 +49,7 @@ from nova_pinning_hooks.nova import migration
 from nova_pinning_hooks.nova import nodesummary
 from nova_pinning_hooks.nova import passrunner
 from nova_pinning_hooks.nova import ratiofile
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 
 LOG = logging.getLogger(__name__)
 RATIO_HOOK = 'nova_pinning_allocation_ratio'
@@ -200,7 +200,7 @@ def activate(conf: cfg.ConfigOpts,
         assert driver_cls is not None and migration_module is not None
         follow_nova_connection(conf)  # before anything is installed
         # The configuration, read once (after the connection's override).
-        config = settings_mod.read(conf)
+        config = runtime_settings.read(conf)
         nova = ratiofile.NovaOptions.read(conf)
         hookpoints.install(manager_cls, conf.nova_pinning.hooked_methods,
                            conf.nova_pinning.hook_name)

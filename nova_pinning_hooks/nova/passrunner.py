@@ -27,7 +27,7 @@ behind that one ``typing.Protocol``:
 Invariants:
 
 * a runner is handed its configuration as records, read once at
-  activation (``settings.RuntimeSettings``, ``ratiofile.NovaOptions``);
+  activation (``runtime.settings.RuntimeSettings``, ``ratiofile.NovaOptions``);
 * nothing here blocks a caller: requests go to a ``Coalescer`` whose
   thread runs the passes (or writes the worker's line);
 * eventlet is never imported here: its state is read from ``sys.modules``
@@ -60,7 +60,7 @@ from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import passmetrics
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.passes import reconciler
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from nova_pinning_hooks.runtime import service as service_mod
 
 LOG = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class PassRunner(typing.Protocol):
         """No new pass; the running one ends within its bound."""
 
 
-def make(config: settings_mod.RuntimeSettings,
+def make(config: runtime_settings.RuntimeSettings,
          nova: ratiofile.NovaOptions,
          out_of_process: typing.Optional[bool] = None) -> PassRunner:
     """The runner of this process: out of process when eventlet rules it
@@ -149,7 +149,7 @@ class ThreadPasses:
 
     out_of_process = False
 
-    def __init__(self, config: settings_mod.RuntimeSettings,
+    def __init__(self, config: runtime_settings.RuntimeSettings,
                  nova: ratiofile.NovaOptions) -> None:
         self.config = config
         self.ratio_file = ratiofile.RatioFile(
@@ -221,7 +221,7 @@ class WorkerPasses:
 
     out_of_process = True
 
-    def __init__(self, config: settings_mod.RuntimeSettings,
+    def __init__(self, config: runtime_settings.RuntimeSettings,
                  nova: ratiofile.NovaOptions) -> None:
         self.config = config
         self.ratio_file = ratiofile.RatioFile(

@@ -13,5 +13,5 @@ never writes to libvirt.
   nova's scheduler (the last plan's summary, and its file);
 * ``render``: the plan as a table; ``stealview``: steal per guest and
   node for ``nova-pinning top``; ``version``: the package's version as
-  installed.
+  installed; ``settings``: the metrics' record of the configuration.
 """

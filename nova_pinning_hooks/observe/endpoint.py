@@ -12,7 +12,8 @@ Invariants:
   a pass, nor a pass for a scrape;
 * the server is bounded by ``[nova_pinning] metrics_max_requests``,
   ``metrics_max_requests_per_peer`` and ``metrics_read_timeout``
-  (``settings.ObserveSettings``, handed in: never the configuration).
+  (``observe.settings.ObserveSettings``, handed in: never the
+  configuration).
 """
 
 import threading
@@ -23,11 +24,12 @@ from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.observe import settings as observe_settings
 from nova_pinning_hooks.passes import settings as settings_mod
 
 
 def server(rec: reconciler.Reconciler,
-           observe: settings_mod.ObserveSettings, address: str,
+           observe: observe_settings.ObserveSettings, address: str,
            port: int, stats: typing.Optional[passstats.PassStats] = None
            ) -> httpserve.MetricsServer:
     """A ``httpserve.MetricsServer`` of the host's metrics (and of
@@ -43,7 +45,7 @@ def server(rec: reconciler.Reconciler,
 
 
 def serve(rec: reconciler.Reconciler,
-          observe: settings_mod.ObserveSettings, address: str,
+          observe: observe_settings.ObserveSettings, address: str,
           port: int, stop: threading.Event) -> None:
     """Serve ``/metrics`` on ``address``:``port`` until ``stop`` (an
     Event) is set. Raises ``OSError`` if the address cannot be bound."""
@@ -57,7 +59,7 @@ class Endpoint:
     a scrape), with the process's pass counters."""
 
     def __init__(self, passes: settings_mod.PassSettings,
-                 observe: settings_mod.ObserveSettings,
+                 observe: observe_settings.ObserveSettings,
                  stats: typing.Optional[passstats.PassStats], address: str,
                  port: int,
                  connect: typing.Optional[hostport.Connect] = None) -> None:

@@ -67,6 +67,7 @@ from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.observe import settings as observe_settings
 from nova_pinning_hooks.passes import settings as settings_mod
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.observe import singleflight
@@ -127,7 +128,7 @@ def _kernel_work(iso: typing.Mapping[str, typing.Any]
 
 
 def read_view(rec: reconciler.Reconciler,
-              observe: settings_mod.ObserveSettings,
+              observe: observe_settings.ObserveSettings,
               plan: typing.Optional[plan_mod.Plan] = None,
               isolation: bool = True,
               settings: typing.Optional[settings_mod.HostSettings] = None
@@ -461,7 +462,7 @@ class LiveCollector:
     (5 scrapes of a 2 s read ended at 2, 4, 6, 8 and 10 s before)."""
 
     def __init__(self, rec: reconciler.Reconciler,
-                 observe: settings_mod.ObserveSettings,
+                 observe: observe_settings.ObserveSettings,
                  stats: typing.Optional[passstats.PassStats] = None
                  ) -> None:
         self.rec, self.observe, self.stats = rec, observe, stats

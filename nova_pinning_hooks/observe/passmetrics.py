@@ -15,6 +15,7 @@ from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.observe import textfile
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
+from nova_pinning_hooks.observe import settings as observe_settings
 from nova_pinning_hooks.passes import settings as settings_mod
 
 
@@ -24,7 +25,7 @@ class PassMetrics:
     (``(address, port)``), its HTTP endpoint (``start_endpoint``)."""
 
     def __init__(self, passes: settings_mod.PassSettings,
-                 observe: settings_mod.ObserveSettings,
+                 observe: observe_settings.ObserveSettings,
                  log: typing.Any) -> None:
         self.passes, self.observe, self.log = passes, observe, log
         self.stats = passstats.PassStats()

@@ -26,7 +26,7 @@ from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import reconciler
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import settings as observe_settings
 
 
 def write_textfile(path: str, text: str) -> None:
@@ -38,7 +38,7 @@ def write_textfile(path: str, text: str) -> None:
 
 
 def after_pass(rec: reconciler.Reconciler,
-               observe: settings_mod.ObserveSettings,
+               observe: observe_settings.ObserveSettings,
                result: reconciler.PassResult, stats: passstats.PassStats,
                log: typing.Any) -> bool:
     """What nova-compute does after each pass: count it and, when

@@ -1,20 +1,14 @@
-"""The configuration edge: ``[nova_pinning]`` read once into records.
+"""The passes' configuration edge: ``[nova_pinning]`` read once into
+``PassSettings``.
 
-``read(conf)`` is the one place below the commands and nova's hooks
-that looks into an oslo.config object: it reads ``[nova_pinning]`` (and
-the isolation state file's path of ``[nova_pinning_isolation]``) once
-into frozen records, and every layer below is handed the record it
-needs, never ``conf``:
-
-* ``PassSettings`` (a ``reconciler.Reconciler``'s): the switch, the
-  connection (its URI and ``virt.HostOptions``), the lock, the pass
-  times (``PassTimes``), where the ratio comes from (``RatioSource``)
-  and the policy's options (``policy``);
-* ``ObserveSettings`` (``observe``'s): the textfile, the endpoint's
-  bounds, the isolation agent's published status;
-* ``RuntimeSettings`` (the long-lived service's, nova-compute's pass
-  runner's): the two above, the summary file and the configuration
-  files a worker process is started with.
+``read(conf)`` looks into an oslo.config object once, and a
+``reconciler.Reconciler`` is handed the record, never ``conf``:
+``PassSettings``: the switch, the connection (its URI and
+``virt.HostOptions``), the lock, the pass times (``PassTimes``), where
+the ratio comes from (``RatioSource``) and the policy's options
+(``policy``). Each layer above reads its own record the same way, in
+its own folder (``observe/settings``, ``runtime/settings``: the
+long-lived service's, which holds this one).
 
 What a pass reads besides libvirt, the ratio and CPU sets, is read at
 each pass, not here: ``load(source)`` reads them into a
@@ -110,41 +104,13 @@ class PassSettings:
         return dict(self.policy)
 
 
-@dataclasses.dataclass(frozen=True)
-class ObserveSettings:
-    """What the metrics need of the configuration."""
-
-    metrics_textfile: typing.Optional[str]
-    metrics_listen: typing.Optional[str]
-    metrics_max_requests: int
-    metrics_read_timeout: float
-    metrics_max_requests_per_peer: int
-    # [nova_pinning_isolation] state_file: where the isolation agent
-    # publishes its status
-    isolation_state_file: str
-
-
-@dataclasses.dataclass(frozen=True)
-class RuntimeSettings:
-    """What a long-lived process that runs passes needs: the binding
-    service (``runtime.service``) and nova-compute's pass runner."""
-
-    passes: PassSettings
-    observe: ObserveSettings
-    summary_file: str
-    report_summary: bool
-    # the configuration a worker process is started with (nova's)
-    config_files: tuple[str, ...] = ()
-    config_dirs: tuple[str, ...] = ()
-
-
-def read(conf: cfg.ConfigOpts) -> RuntimeSettings:
-    """Every record, from ``conf`` (an oslo.config ``ConfigOpts`` with
-    the package's options registered): the configuration edge."""
+def read(conf: cfg.ConfigOpts) -> PassSettings:
+    """A reconciler's record, from ``conf`` (an oslo.config
+    ``ConfigOpts`` with the package's options registered)."""
     group = conf.nova_pinning
     times = PassTimes(**{f.name: getattr(group, f.name)
                          for f in dataclasses.fields(PassTimes)})
-    passes = PassSettings(
+    return PassSettings(
         enabled=group.enabled, connection_uri=group.connection_uri,
         lock_path=group.lock_path, times=times,
         host=virt.HostOptions(**{f.name: getattr(group, f.name) for f in
@@ -153,18 +119,6 @@ def read(conf: cfg.ConfigOpts) -> RuntimeSettings:
                           overcommit_file=group.overcommit_file,
                           reserved_cpus=group.reserved_cpus or None),
         policy=tuple(policy_overrides(conf).items()))
-    observe = ObserveSettings(
-        metrics_textfile=group.metrics_textfile or None,
-        metrics_listen=group.metrics_listen or None,
-        metrics_max_requests=group.metrics_max_requests,
-        metrics_read_timeout=group.metrics_read_timeout,
-        metrics_max_requests_per_peer=group.metrics_max_requests_per_peer,
-        isolation_state_file=conf.nova_pinning_isolation.state_file)
-    return RuntimeSettings(
-        passes=passes, observe=observe, summary_file=group.summary_file,
-        report_summary=group.report_summary,
-        config_files=tuple(getattr(conf, 'config_file', None) or ()),
-        config_dirs=tuple(getattr(conf, 'config_dir', None) or ()))
 
 
 def policy_overrides(conf: cfg.ConfigOpts) -> dict[str, PolicyValue]:

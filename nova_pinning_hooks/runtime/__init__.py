@@ -6,5 +6,7 @@ imported by ``nova`` (nova-compute in native-thread mode) and ``cmd``
 when eventlet rules it).
 
 * ``service``: ``BindingService``: model, events, coalescer, resync or
-  periodic passes, vCPU count polls, metrics.
+  periodic passes, vCPU count polls, metrics;
+* ``settings``: every record of the configuration such a process needs
+  (``RuntimeSettings``), read once.
 """

@@ -22,7 +22,7 @@ every ``resync_interval``, or nova's ``periodic`` every
 Invariants:
 
 * the service is handed its configuration once, as a
-  ``settings.RuntimeSettings`` (read at the edge by ``settings.read``:
+  ``runtime.settings.RuntimeSettings`` (read at the edge by its ``read``:
   the agent command, nova-compute's activation), and hands each part
   down (the reconciler's, the metrics');
 * an event callback only marks the model and queues a request; it never
@@ -77,7 +77,7 @@ from nova_pinning_hooks.observe import passsummary
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.passes import hostport
 from nova_pinning_hooks.passes import reconciler
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 
 LOG = logging.getLogger(__name__)
 REQUEST_LINE_LIMIT = 200  # characters of one request line
@@ -92,7 +92,7 @@ class BindingService:
     ``init_host``); ``interval``/``timer_reason``: the timed request
     (default: ``resync_interval``, "resync")."""
 
-    def __init__(self, config: settings_mod.RuntimeSettings,
+    def __init__(self, config: runtime_settings.RuntimeSettings,
                  connect: typing.Optional[hostport.Connect] = None,
                  events: bool = True, event_loop: bool = True,
                  defer_events: bool = False,

@@ -29,7 +29,7 @@ class TestEmulatorThreads(base.FunctionalTestCase):
 
     def rebind(self, setting):
         self.cf.config(group='nova_pinning', emulator_threads=setting)
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)

@@ -25,6 +25,8 @@ from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import settings as observe_settings
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests import fixtures
 from tests.functional import base
 
@@ -121,10 +123,10 @@ class HungDaemonTestCase(base.FunctionalTestCase):
     def scrape(self):
         """One scrape as ``nova-pinning metrics`` makes it: a new
         reconciler and connection. (text, errors, seconds)"""
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         start = time.monotonic()
         try:
-            view = metrics.read_view(rec, settings_mod.read(self.conf).observe,
+            view = metrics.read_view(rec, observe_settings.read(self.conf),
                                      isolation=False)
         finally:
             rec.close()
@@ -144,7 +146,7 @@ class TestPassesAndScrapes(HungDaemonTestCase):
 
     def test_flat_while_it_hangs_and_recovered_when_it_answers(self):
         self.boot('hung')
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
         text, errors, _ = self.scrape()
@@ -189,7 +191,7 @@ class TestAgent(HungDaemonTestCase):
         self.boot('hung')
         self.cf.config(group='nova_pinning', resync_interval=1,
                        coalesce_delay=0.05)
-        agent = service.BindingService(settings_mod.read(self.conf))
+        agent = service.BindingService(runtime_settings.read(self.conf))
         fixtures.run_agent(self, agent, 15)
         self.assertTrue(self.until(
             lambda: agent.last_result is not None and

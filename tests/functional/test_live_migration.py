@@ -114,7 +114,7 @@ class TestLiveMigration(base.FunctionalTestCase):
         # host there, and binds the guest to CPU 0.
         self.cf.config(group='nova_pinning', connection_uri=self.dest_uri,
                        reserved_cpus='1', foreign_domains='manage')
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)

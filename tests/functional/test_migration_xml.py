@@ -30,7 +30,7 @@ class TestMigrationXml(base.FunctionalTestCase):
 
     def test_pins_the_destination_lacks_fail_and_stripped_ones_start(self):
         dom = self.boot('src')
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
         name = base.PREFIX + 'dst'

@@ -63,7 +63,7 @@ conf.set_override('reserved_cpus', '1', group='nova_pinning')
 out = {'writable': writable}
 try:
     out['shared_cpus'] = settings.load(
-        settings.read(conf).passes.ratio).shared_cpus
+        settings.read(conf).ratio).shared_cpus
 except settings.SettingsError as exc:
     out['settings_error'] = str(exc)
 try:

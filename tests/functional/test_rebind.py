@@ -27,7 +27,7 @@ S = cpuset.parse
 class TestRebind(base.FunctionalTestCase):
 
     def rebind(self):
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)
@@ -99,7 +99,7 @@ class TestRebind(base.FunctionalTestCase):
 
     def test_libvirtd_restarted_between_passes(self):
         a = self.boot('a')
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         self.assertIsNone(rec.run_pass().error)
         os.kill(base.system_libvirtd_pid(), signal.SIGTERM)

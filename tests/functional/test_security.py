@@ -219,7 +219,7 @@ class TestHungLibvirtd(base.FunctionalTestCase):
                        pass_timeout=6, lock_timeout=0)
         os.kill(pid, signal.SIGSTOP)
         self.addCleanup(os.kill, pid, signal.SIGCONT)
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         start = time.monotonic()
         result = rec.run_pass()
         took = time.monotonic() - start

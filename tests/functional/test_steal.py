@@ -20,7 +20,7 @@ from prometheus_client import parser
 
 from nova_pinning_hooks.runtime import service
 from nova_pinning_hooks.host import qemuproc
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.functional import base
 
 # How far the package's steal may be from the guest's own: 2 percentage
@@ -97,7 +97,7 @@ class TestMetricsTextfile(base.FunctionalTestCase):
         time.sleep(1)
         # The agent (nova-compute's pass worker under eventlet, or
         # "nova-pinning agent") writes the textfile after each pass.
-        svc = service.BindingService(settings_mod.read(self.conf),
+        svc = service.BindingService(runtime_settings.read(self.conf),
                                      events=False)
         self.addCleanup(svc.stop)
         svc.start()

@@ -48,7 +48,7 @@ class TestUpgradeCheck(base.FunctionalTestCase):
         dom.undefine()
 
     def rebind(self):
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         result = rec.run_pass()
         self.assertIsNone(result.error)

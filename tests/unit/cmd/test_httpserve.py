@@ -16,6 +16,7 @@ from nova_pinning_hooks.cmd import pinning
 from nova_pinning_hooks.observe import endpoint as endpoint_mod
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import settings as observe_settings
 from tests.unit.cmd.test_cli_live import LiveCliTestCase
 from tests.unit.scrape import free_port
 from tests.unit.scrape import get
@@ -36,7 +37,7 @@ class TestExporterEndpoint(LiveCliTestCase):
                           metrics_max_requests=MAX_REQUESTS,
                           metrics_read_timeout=READ_TIMEOUT)
         conf = pinning.parse_args(['--config-file', self.config, 'metrics'])
-        rec = reconciler.Reconciler(settings_mod.read(conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(conf))
         self.addCleanup(rec.close)
         self.port = free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
@@ -44,7 +45,7 @@ class TestExporterEndpoint(LiveCliTestCase):
         self.addCleanup(stop.set)
         self.baseline = threading.active_count()
         threading.Thread(target=endpoint_mod.serve, daemon=True,
-                         args=(rec, settings_mod.read(conf).observe,
+                         args=(rec, observe_settings.read(conf),
                                '127.0.0.1', self.port,
                                stop)).start()
         self.assertTrue(wait_until(self.answers), 'the server never answered')

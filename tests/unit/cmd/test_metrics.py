@@ -8,6 +8,7 @@ from nova_pinning_hooks.cmd import pinning
 from nova_pinning_hooks.observe import endpoint
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import settings as observe_settings
 from tests.unit.cmd.test_cli_live import LiveCliTestCase
 from tests.unit.scrape import value
 
@@ -118,13 +119,13 @@ class TestExporter(LiveCliTestCase):
         import urllib.request
 
         conf = pinning.parse_args(['--config-file', self.config, 'metrics'])
-        rec = reconciler.Reconciler(settings_mod.read(conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(conf))
         self.addCleanup(rec.close)
         port = self.free_port()
         stop = threading.Event()
         self.addCleanup(stop.set)
         threading.Thread(target=endpoint.serve, daemon=True,
-                         args=(rec, settings_mod.read(conf).observe,
+                         args=(rec, observe_settings.read(conf),
                                '127.0.0.1', port, stop)).start()
         a = self.fake.by_name('a')
         url = 'http://127.0.0.1:%d/metrics' % port

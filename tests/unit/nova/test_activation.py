@@ -22,6 +22,7 @@ from nova_pinning_hooks.nova import passrunner
 from nova_pinning_hooks.host import overcommitfile
 from nova_pinning_hooks.nova import ratiofile
 from nova_pinning_hooks.passes import settings
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import FakeNovaLibvirtFixture
 from tests.fixtures import current_runtime
@@ -194,7 +195,7 @@ class TestActivate(AgentTestCase):
         self.assertEqual(1, logs.output.count('cannot write the overcommit'))
         # Every reader of the file (status, plan, isolation) says so.
         exc = self.assertRaises(settings.SettingsError, settings.load,
-                                settings.read(conf).passes.ratio)
+                                settings.read(conf).ratio)
         self.assertIn('overcommit file %s is stale' % path, str(exc))
         a.coalescer.request('y', wait=True, timeout=10)  # still full
         self.assertEqual({}, g.vcpu_pins)
@@ -246,7 +247,7 @@ class TestActivate(AgentTestCase):
         self.assertIn('taken back and used', logs.output)
         self.assertFalse(os.path.lexists(path + '.stale'))
         # Every reader has it again.
-        self.assertIsNone(settings.load(settings.read(conf).passes.ratio).shared_cpus)
+        self.assertIsNone(settings.load(settings.read(conf).ratio).shared_cpus)
 
     def test_a_read_only_filesystem_stops_every_reader(self):
         # Issue 40, L-2: on a filesystem remounted read-only (ext4's
@@ -275,7 +276,7 @@ class TestActivate(AgentTestCase):
         self.assertIn('its filesystem is read-only', refused.error)
         self.assertNotIn('passes elsewhere may read it', logs.output)
         exc = self.assertRaises(settings.SettingsError, settings.load,
-                               settings.read(conf).passes.ratio)
+                               settings.read(conf).ratio)
         self.assertIn('is on a read-only filesystem', str(exc))
         # The same configuration as the file's: refused all the same,
         # as every other reader refuses it (one rule for the host).
@@ -312,7 +313,7 @@ class TestOutOfProcess(AgentTestCase):
     def test_the_mode_is_chosen_once_by_eventlet(self):
         # (eventlet's threads patched, out_of_process asked, the class)
         conf = nova_like_conf(self)
-        config = settings.read(conf)
+        config = runtime_settings.read(conf)
         nova = ratiofile.NovaOptions.read(conf)
         patcher = mock.Mock()
         patcher.is_monkey_patched.return_value = True
@@ -331,7 +332,7 @@ class TestOutOfProcess(AgentTestCase):
 
     def test_child_process_argv_carries_nova_config(self):
         conf = nova_like_conf(self)
-        config = settings.read(conf)
+        config = runtime_settings.read(conf)
         config = dataclasses.replace(
             config, config_files=('/etc/nova/nova.conf',
                                   '/etc/nova/nova-compute.conf'),

@@ -15,6 +15,7 @@ import testtools
 from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import settings
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import pass_runner
 from tests.unit import hosts
@@ -28,10 +29,10 @@ from tests.unit.scrape import value
 def overcommit_times(conf):
     """The file's times as a scrape sees them (settings read once)."""
     try:
-        read = settings.load(settings.read(conf).passes.ratio)
+        read = settings.load(settings.read(conf).ratio)
     except settings.SettingsError:
         read = None
-    return metrics.overcommit_times(settings.read(conf).passes.ratio, read)
+    return metrics.overcommit_times(settings.read(conf).ratio, read)
 
 
 class TestAgentEndpoint(testtools.TestCase):
@@ -52,7 +53,7 @@ class TestAgentEndpoint(testtools.TestCase):
     def test_binding_service_serves_passes_and_guests(self):
         from nova_pinning_hooks.runtime import service
         conf = nova_like_conf(self, allocation_ratio=4.0)
-        svc = service.BindingService(settings.read(conf), events=False)
+        svc = service.BindingService(runtime_settings.read(conf), events=False)
         self.addCleanup(svc.stop)
         endpoint = svc.pass_metrics.start_endpoint(('127.0.0.1', 0))
         before = self.scrape(endpoint.address)

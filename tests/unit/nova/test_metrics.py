@@ -17,6 +17,7 @@ from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import settings as observe_settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import pass_runner
 from tests.unit import hosts
@@ -112,16 +113,16 @@ class TestTheOvercommitFileOpenedOnce(OneGuestCase):
             'nova_pinning_hooks.host.statefile.read_json', counting))
 
     def test_a_scrape(self):
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
-        view = metrics.read_view(rec, settings_mod.read(self.conf).observe)
+        view = metrics.read_view(rec, observe_settings.read(self.conf))
         self.assertEqual([], view.errors)
         self.assertIn('state', view.isolation)
         self.assertGreater(view.overcommit['written'], 0)
         self.assertEqual(1, len(self.opened))
         del self.opened[:]
         text = metrics.LiveCollector(
-            rec, settings_mod.read(self.conf).observe).render().decode()
+            rec, observe_settings.read(self.conf)).render().decode()
         self.assertEqual(1, value(text, 'nova_pinning_up'))
         self.assertEqual(1, len(self.opened))
 
@@ -208,11 +209,11 @@ class TestThePassThreadNeverAsksSystemd(OneGuestCase):
                                        'timestamp_seconds'), 0)
 
     def test_a_scrape_with_a_hung_bus(self):
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         start = time.monotonic()
         text = metrics.LiveCollector(
-            rec, settings_mod.read(self.conf).observe).render().decode()
+            rec, observe_settings.read(self.conf)).render().decode()
         self.assertLess(time.monotonic() - start, 3.0)
         self.assertEqual([], self.calls)
         # Nothing published: not applied, 0, not stale.

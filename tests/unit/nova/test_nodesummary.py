@@ -14,7 +14,7 @@ from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.nova import hookpoints
 from nova_pinning_hooks.nova import nodesummary
 from nova_pinning_hooks.runtime import service as service_mod
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.unit import hosts
 from tests.fixtures import pass_runner
 from tests.unit.nova.test_activation import AgentTestCase
@@ -153,7 +153,7 @@ class TestUnderEventlet(SummaryTestCase):
     def test_worker_file_to_stats(self):
         conf = nova_like_conf(self, allocation_ratio=4.0)
         path = conf.nova_pinning.summary_file
-        agent = service_mod.BindingService(settings_mod.read(conf),
+        agent = service_mod.BindingService(runtime_settings.read(conf),
                                            event_loop=False,
                                            summary_file=path)
         self.assertTrue(agent.coalescer.request('x', wait=True,

@@ -11,6 +11,7 @@ from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.observe import passstats
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.observe import settings as observe_settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.fixtures import pass_runner
 from tests import promql
@@ -30,13 +31,13 @@ class TestDashboardSeries(testtools.TestCase):
         a = pass_runner(conf, False)
         self.addCleanup(a.stop)
         self.assertTrue(a.ratio_file.write(2.0))
-        rec = reconciler.Reconciler(settings_mod.read(conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(conf))
         self.addCleanup(rec.close)
         stats = passstats.PassStats()
         stats.record(rec.run_pass())
         names = set()
         for mode in ('v1', 'systemd'):
-            view = metrics.read_view(rec, settings_mod.read(conf).observe,
+            view = metrics.read_view(rec, observe_settings.read(conf),
                                      isolation=False)
             self.assertEqual([], view.errors)
             view.isolation = {'state': 'applied', 'mode': mode}

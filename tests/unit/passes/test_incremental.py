@@ -71,7 +71,7 @@ class IncrementalTestCase(ReconcilerTestCase):
         self.configure(resync_interval=0)
 
     def reconciler(self):
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes,
+        rec = reconciler.Reconciler(settings_mod.read(self.conf),
                                     model=self.model)
         self.addCleanup(rec.close)
         return rec

@@ -40,7 +40,7 @@ class ReconcilerTestCase(testtools.TestCase):
     def reconciler(self):
         """A reconciler of the configuration as it is now (it reads it
         once: ``settings.read``), closed at the end of the test."""
-        rec = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        rec = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(rec.close)
         return rec
 
@@ -186,7 +186,7 @@ class TestLock(ReconcilerTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.passes.reconciler.Reconciler._pass',
             slow_pass))
-        others = [reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        others = [reconciler.Reconciler(settings_mod.read(self.conf))
                   for _ in range(4)]
         threads = [threading.Thread(target=r.run_pass) for r in others]
         for t in threads:
@@ -240,7 +240,7 @@ class TestTimeBounds(ReconcilerTestCase):
         self.assertEqual(0, self.fake.writes())
         # lock_timeout is 0: this fails unless the lock was released.
         del self.fake.hang['XMLDesc']
-        again = reconciler.Reconciler(settings_mod.read(self.conf).passes)
+        again = reconciler.Reconciler(settings_mod.read(self.conf))
         self.addCleanup(again.close)
         # While the abandoned call is still blocked, passes fail at once:
         # no new connection, no new thread (hung.py).

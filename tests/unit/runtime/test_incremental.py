@@ -14,7 +14,7 @@ import time
 from testtools.content import text_content
 
 from nova_pinning_hooks.runtime import service
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests import fixtures as fixtures_mod
 from tests.unit.passes.test_incremental import BY_HAND
 from tests.unit.passes.test_incremental import IncrementalTestCase
@@ -26,7 +26,7 @@ class TestAgentRepairs(IncrementalTestCase):
     def start_agent(self):
         self.cf.config(group='nova_pinning', coalesce_delay=0.05,
                        resync_interval=0)
-        agent = service.BindingService(settings_mod.read(self.conf),
+        agent = service.BindingService(runtime_settings.read(self.conf),
                                        event_loop=False)
         return fixtures_mod.run_agent(self, agent)
 
@@ -66,7 +66,7 @@ class TestCallbacksNeverBlock(IncrementalTestCase):
         self.addCleanup(release.set)
         self.cf.config(group='nova_pinning', coalesce_delay=0,
                        libvirt_call_timeout=5, resync_interval=0)
-        agent = service.BindingService(settings_mod.read(self.conf),
+        agent = service.BindingService(runtime_settings.read(self.conf),
                                        event_loop=False)
         fixtures_mod.run_agent(self, agent)
         self.assertTrue(agent.coalescer.request('settle', wait=True,

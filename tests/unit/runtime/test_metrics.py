@@ -7,7 +7,7 @@ import fixtures
 import testtools
 
 from nova_pinning_hooks.runtime import service
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.fixtures import FakeLibvirtFixture
 from tests.unit import hosts
 from tests.unit.novaconf import nova_like_conf
@@ -26,7 +26,7 @@ class TestTextfileInTheAgent(testtools.TestCase):
                             'nova_pinning.prom')
         conf = nova_like_conf(self, metrics_textfile=path,
                               allocation_ratio=4.0)
-        svc = service.BindingService(settings_mod.read(conf), events=False)
+        svc = service.BindingService(runtime_settings.read(conf), events=False)
         self.addCleanup(svc.stop)
         svc.start()
         for i in range(3):

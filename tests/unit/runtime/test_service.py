@@ -9,7 +9,7 @@ import time
 import fixtures
 
 from nova_pinning_hooks.runtime import service
-from nova_pinning_hooks.passes import settings as settings_mod
+from nova_pinning_hooks.runtime import settings as runtime_settings
 from tests.unit import hosts
 from tests.unit.passes.test_incremental import IncrementalTestCase
 
@@ -18,7 +18,7 @@ class TestBindingService(IncrementalTestCase):
 
     def running_agent(self):
         """An agent running on its own thread, its first pass done."""
-        agent = service.BindingService(settings_mod.read(self.conf),
+        agent = service.BindingService(runtime_settings.read(self.conf),
                                        event_loop=False)
         stop = threading.Event()
         thread = threading.Thread(target=agent.run, args=(stop,))
@@ -105,7 +105,7 @@ class TestBindingService(IncrementalTestCase):
         self.assertEqual([0, 1], sorted(a.vcpu_pins))
 
     def test_a_request_line_is_read_in_bounded_pieces(self):
-        agent = service.BindingService(settings_mod.read(self.conf),
+        agent = service.BindingService(runtime_settings.read(self.conf),
                                        events=False)
         self.addCleanup(agent.stop)
         seen, stop = [], threading.Event()
@@ -115,7 +115,7 @@ class TestBindingService(IncrementalTestCase):
         self.assertTrue(stop.is_set())  # its end stops the agent
 
     def test_requests_stream_end_stops_it(self):
-        agent = service.BindingService(settings_mod.read(self.conf),
+        agent = service.BindingService(runtime_settings.read(self.conf),
                                        event_loop=False)
         done = threading.Event()
         thread = threading.Thread(

@@ -50,13 +50,6 @@ class Rule(names.Name):
     FALLBACK = 'node-pool-fallback'
 
 
-GUEST = Setting.GUEST
-SHARED = Setting.SHARED
-WITH_VCPUS = Rule.WITH_VCPUS
-POOL_FREE = Rule.POOL_FREE
-FALLBACK = Rule.FALLBACK
-
-
 class Placement(typing.NamedTuple):
     """The pCPUs of a guest's emulator and I/O threads, and why."""
 
@@ -66,10 +59,10 @@ class Placement(typing.NamedTuple):
 
 
 _WITH_VCPUS: dict[str, tuple[Rule, str]] = {
-    GUEST: (WITH_VCPUS, 'emulator and I/O threads follow the vCPUs '
-                        '(emulator_threads = guest)'),
-    SHARED: (WITH_VCPUS, 'emulator and I/O threads share the guest\'s '
-                         'range, as its vCPUs do'),
+    Setting.GUEST: (Rule.WITH_VCPUS, 'emulator and I/O threads follow the '
+                    'vCPUs (emulator_threads = guest)'),
+    Setting.SHARED: (Rule.WITH_VCPUS, 'emulator and I/O threads share the '
+                     'guest\'s range, as its vCPUs do'),
 }
 
 
@@ -98,14 +91,14 @@ def place(setting: str, one_to_one: bool, vcpu_cpus: frozenset[int],
     guest's vCPUs (its range, or the union of its one-to-one pCPUs).
     """
     why = with_vcpus(setting)
-    if setting == GUEST or not one_to_one:
+    if setting == Setting.GUEST or not one_to_one:
         return Placement(vcpu_cpus, *why)
     home = typing.cast(int, node)  # one-to-one: always given
     free = frozenset(node_pool).difference(held)
     if free:
-        return Placement(free, POOL_FREE,
+        return Placement(free, Rule.POOL_FREE,
                          'emulator and I/O threads on the pCPUs of node '
                          '%d\'s pool that no one-to-one vCPU holds' % home)
-    return Placement(frozenset(node_pool), FALLBACK,
+    return Placement(frozenset(node_pool), Rule.FALLBACK,
                      'emulator and I/O threads on node %d\'s pool: every '
                      'pCPU of it holds a one-to-one vCPU' % home)

@@ -240,7 +240,7 @@ def to_json(plan: Plan, change_list: typing.Iterable[PinChange],
     gives exactly the form it gave before banks were read)."""
     fmt = cpuset.format
     banks = host is not None and bool(host.l3_of)
-    shared = plan.emulator_threads != emuthreads.GUEST
+    shared = plan.emulator_threads != emuthreads.Setting.GUEST
     # A thousand host-range guests share one pin set: its L3 domains
     # (a walk over every pCPU, and a format of each domain) once.
     l3_text: dict[frozenset[int], list[str]] = {}

@@ -171,7 +171,7 @@ def _guest_rows(p: plan_mod.Plan, keys: typing.Mapping[str, str],
     pending = plan_mod.pending_pins(change_list)
     rows = [('key', 'guest', 'mode', 'home', 'vCPUs', 'pins', 'live',
              'rule: reason')]
-    apart = p.emulator_threads != emuthreads.GUEST
+    apart = p.emulator_threads != emuthreads.Setting.GUEST
     for gp in _by_name(p):
         rows.append((
             keys.get(gp.uuid, RANGE_MARKS.get(gp.mode, '-')),

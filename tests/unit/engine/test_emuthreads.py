@@ -22,22 +22,22 @@ def S(text):  # noqa: N802
     return cpuset.parse(text) if text else frozenset()
 
 
-GUEST, SHARED = emuthreads.GUEST, emuthreads.SHARED
+GUEST, SHARED = emuthreads.Setting.GUEST, emuthreads.Setting.SHARED
 
 # setting, one-to-one, vCPUs' pCPUs, node, node pool, held -> cpus, rule
 PLACE_CASES = [
     ('guest one-to-one', GUEST, True, '2', 0, '0-3', '1-2', '2',
-     emuthreads.WITH_VCPUS),
+     emuthreads.Rule.WITH_VCPUS),
     ('guest range', GUEST, False, '0-3', None, '', '', '0-3',
-     emuthreads.WITH_VCPUS),
+     emuthreads.Rule.WITH_VCPUS),
     ('shared range keeps its range', SHARED, False, '0-3', None, '', '',
-     '0-3', emuthreads.WITH_VCPUS),
+     '0-3', emuthreads.Rule.WITH_VCPUS),
     ('shared one-to-one, free pCPUs', SHARED, True, '2', 0, '0-3', '1-2',
-     '0,3', emuthreads.POOL_FREE),
+     '0,3', emuthreads.Rule.POOL_FREE),
     ('shared, node 1', SHARED, True, '8-9', 1, '8-15', '8-13', '14-15',
-     emuthreads.POOL_FREE),
+     emuthreads.Rule.POOL_FREE),
     ('shared, every pCPU held: node pool', SHARED, True, '1', 0, '0-1',
-     '0-1', '0-1', emuthreads.FALLBACK),
+     '0-1', '0-1', emuthreads.Rule.FALLBACK),
 ]
 
 
@@ -49,7 +49,7 @@ class TestPlace(testtools.TestCase):
             got = emuthreads.place(setting, one_to_one, S(vcpus), node,
                                    S(pool), S(held))
             self.assertEqual((S(cpus), rule), (got.cpus, got.rule), name)
-            if node is not None and rule != emuthreads.WITH_VCPUS:
+            if node is not None and rule != emuthreads.Rule.WITH_VCPUS:
                 self.assertIn('node %d' % node, got.reason, name)
 
     def test_with_vcpus_is_the_same_object(self):
@@ -72,18 +72,18 @@ class TestPlace(testtools.TestCase):
 # setting -> {name: (mode, emulator pin, rule)}
 PLAN_CASES = [
     ('alone, guest', [('a', 1)], 1.0, GUEST,
-     {'a': ('dedicated', '0', emuthreads.WITH_VCPUS)}),
+     {'a': ('dedicated', '0', emuthreads.Rule.WITH_VCPUS)}),
     ('alone, shared: the free pCPU', [('a', 1)], 1.0, SHARED,
-     {'a': ('dedicated', '1', emuthreads.POOL_FREE)}),
+     {'a': ('dedicated', '1', emuthreads.Rule.POOL_FREE)}),
     ('two one-to-one, shared: node pool', [('a', 1), ('b', 1)], 1.0,
-     SHARED, {'a': ('dedicated', '0-1', emuthreads.FALLBACK),
-              'b': ('dedicated', '0-1', emuthreads.FALLBACK)}),
+     SHARED, {'a': ('dedicated', '0-1', emuthreads.Rule.FALLBACK),
+              'b': ('dedicated', '0-1', emuthreads.Rule.FALLBACK)}),
     ('node range, shared: with the vCPUs', [('a', 2), ('b', 1)], 2.0,
-     SHARED, {'a': ('node-range', '0-1', emuthreads.WITH_VCPUS),
-              'b': ('node-range', '0-1', emuthreads.WITH_VCPUS)}),
+     SHARED, {'a': ('node-range', '0-1', emuthreads.Rule.WITH_VCPUS),
+              'b': ('node-range', '0-1', emuthreads.Rule.WITH_VCPUS)}),
     ('host range, shared: with the vCPUs', [('a', 2), ('b', 2)], 1.5,
-     SHARED, {'a': ('host-range', '0-1', emuthreads.WITH_VCPUS),
-              'b': ('host-range', '0-1', emuthreads.WITH_VCPUS)}),
+     SHARED, {'a': ('host-range', '0-1', emuthreads.Rule.WITH_VCPUS),
+              'b': ('host-range', '0-1', emuthreads.Rule.WITH_VCPUS)}),
 ]
 
 
@@ -142,20 +142,19 @@ class TestPlans(testtools.TestCase):
                         continue
                     node_pool = after.pool_by_node[new.home_node]
                     self.assertLessEqual(new.emulator_pin, node_pool, where)
-                    if new.emulator_rule == emuthreads.POOL_FREE:
+                    if new.emulator_rule == emuthreads.Rule.POOL_FREE:
                         self.assertFalse(new.emulator_pin &
                                          held[new.home_node], where)
                         self.assertEqual(node_pool - held[new.home_node],
                                          new.emulator_pin, where)
                     else:
-                        self.assertEqual(emuthreads.FALLBACK,
+                        self.assertEqual(emuthreads.Rule.FALLBACK,
                                          new.emulator_rule, where)
                         self.assertEqual(node_pool, held[new.home_node],
                                          where)
                         self.assertEqual(node_pool, new.emulator_pin, where)
         # The hosts above reach every rule.
-        self.assertLessEqual({emuthreads.WITH_VCPUS, emuthreads.POOL_FREE,
-                              emuthreads.FALLBACK}, seen)
+        self.assertLessEqual(set(emuthreads.Rule), seen)
 
     def test_changes_move_only_emulator_and_iothreads(self):
         # A host planned with ``guest`` and applied, then ``shared``: the

@@ -168,11 +168,11 @@ class TestSameAsTheWholeHost(testtools.TestCase):
         host = named_host('amd-2s-64c-nps4')
         options = policy.Options(allocation_ratio=4.0,
                                  reserved_cpus=frozenset({0, 1}),
-                                 emulator_threads=emuthreads.SHARED)
+                                 emulator_threads=emuthreads.Setting.SHARED)
         rnd = random.Random(11)
         guests = [a_guest(rnd, host, 'i%04d' % i, True) for i in range(12)]
         p = policy.make_plan(host, guests, options)
-        self.assertIn(emuthreads.POOL_FREE,
+        self.assertIn(emuthreads.Rule.POOL_FREE,
                       {gp.emulator_rule for gp in p.guests})
         self.run_passes(host, guests, options, 11, 80, True,
                         confirm_rate=1.0)

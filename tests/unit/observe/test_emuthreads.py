@@ -30,7 +30,7 @@ class TestOutput(testtools.TestCase):
         _, _, _, text, table = self.plans(GUEST)
         self.assertNotIn('emulator_threads', text)
         self.assertNotIn('emu:', table)
-        self.assertNotIn(emuthreads.WITH_VCPUS, table)
+        self.assertNotIn(emuthreads.Rule.WITH_VCPUS, table)
 
     def test_shared_says_where_and_why(self):
         _, _, _, text, table = self.plans(SHARED)

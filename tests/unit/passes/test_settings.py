@@ -52,7 +52,7 @@ class TestPolicyOverrides(testtools.TestCase):
         conf = cfg.ConfigOpts()
         conf_mod.register_opts(conf)
         conf([], default_config_files=[])
-        self.assertEqual(emuthreads.SHARED, settings.policy_overrides(
+        self.assertEqual(emuthreads.Setting.SHARED, settings.policy_overrides(
             conf)['emulator_threads'])
 
     def test_values_come_from_the_configuration(self):

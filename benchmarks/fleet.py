@@ -7,7 +7,8 @@ one request at a time or in bursts weighed in parallel.
 Usage: python benchmarks/fleet.py [--quick] [--seeds 3] [--loads ...]
        [--fleets uniform,mixed] [--bursts 1,4,8] [--workers 0]
        [--delay 2] [--subset 1] [--audit 0.0167] [--audit-only]
-       [--multiplier M] [--sweep] [--cost] [--jobs 1] [--json FILE]
+       [--multiplier M] [--spread-below 0] [--sweep] [--cost] [--jobs 1]
+       [--json FILE]
 
 The model (doc/source/reference/performance.rst, "Across the cloud", says what it
 leaves out):
@@ -32,7 +33,10 @@ leaves out):
   saved again); a claim reaches nova's database ``--delay`` seconds
   after its choice; placement's allocations count at once; nova picks
   among the ``--subset`` best (``host_subset_size``); ties fall in
-  placement's order, the same for a whole burst;
+  placement's order, the same for a whole burst and drawn alike for
+  every way (common random numbers: a weigher that chooses as nova does
+  gives nova's result exactly); ``--spread-below`` is the weigher's
+  ``weigher_spread_below``;
 * each host is planned by the package's engine (``policy.make_plan``)
   after every claim and departure, with the pins of the last plan
   carried into the next (as a live host reads them back). A new guest
@@ -92,6 +96,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 from nova_pinning_hooks import conf as conf_mod  # noqa: E402
 from nova_pinning_hooks.engine import guest as guest_mod  # noqa: E402
+from nova_pinning_hooks.engine import hostchoice  # noqa: E402
 from nova_pinning_hooks.engine import plan as plan_mod  # noqa: E402
 from nova_pinning_hooks.engine import policy  # noqa: E402
 from nova_pinning_hooks.engine import summary as summary_mod  # noqa: E402
@@ -146,12 +151,15 @@ class Scenario(typing.NamedTuple):
     sees its own, as nova's ``HostState.consume_from_request`` makes it
     see them), each claim reaches nova's database ``delay`` after its
     choice, and nova picks at random among the ``subset`` best hosts
-    (``[filter_scheduler] host_subset_size``)."""
+    (``[filter_scheduler] host_subset_size``); the weigher leaves
+    nova's spread below ``spread_below`` of the pools
+    (``weigher_spread_below``)."""
 
     burst: int = 1
     workers: int = 0
     delay: float = CLAIM_DELAY
     subset: int = 1
+    spread_below: float = hostchoice.SPREAD_BELOW
 
 
 class View(typing.NamedTuple):
@@ -311,7 +319,8 @@ class _State(typing.NamedTuple):
     vcpus_used: int
 
 
-def choose(cands, views, request, way, multiplier, subset, rnd):
+def choose(cands, views, request, way, multiplier, subset, rnd,
+           spread_below=hostchoice.SPREAD_BELOW):
     """nova's choice among ``cands`` (placement's order) for ``request``
     (``weigher.Request``): every weigher's weight, the sorted list,
     one of the ``subset`` best at random."""
@@ -321,7 +330,8 @@ def choose(cands, views, request, way, multiplier, subset, rnd):
         raw = weigher_mod.weigh_hosts(
             [_State(str(h.index), {summary_mod.KEY: v.text}
                     if v.text else {}, v.vcpus_used)
-             for h, v in zip(cands, views)], request)
+             for h, v in zip(cands, views)], request,
+            spread_below=spread_below)
         total = [t + multiplier * w for t, w in
                  zip(total, normalize(raw, -1.0, 1.0))]
     ranked = sorted(range(len(cands)), key=lambda i: -total[i])
@@ -367,7 +377,10 @@ def simulate(fleet, load, seed, way, multiplier, warmup, measure, audit,
              claims=True, scenario=None):
     scenario = scenario or Scenario()
     hosts = [Host(i, shape) for i, shape in enumerate(FLEETS[fleet])]
-    rnd = random.Random('tie-%s-%s-%s-%s' % (fleet, load, seed, way))
+    # placement's orders and host_subset_size's picks: the same draws for
+    # every way (common random numbers), so that a way that chooses as
+    # nova's default does gives its result exactly
+    rnd = random.Random('tie-%s-%s-%s' % (fleet, load, seed))
     phase = random.Random('audit-%s' % seed)
     next_audit = [phase.random() * audit for _ in hosts]
     for h in hosts:
@@ -445,7 +458,8 @@ def simulate(fleet, load, seed, way, multiplier, warmup, measure, audit,
                 request = weigher_mod.Request(size, size * MIB_PER_VCPU
                                               * 1024, uuid)
                 h = choose(cands, [local.view(c) for c in cands], request,
-                           way, multiplier, scenario.subset, rnd)
+                           way, multiplier, scenario.subset, rnd,
+                           scenario.spread_below)
                 h.alloc += size
                 local.consume(h, size)
                 if t > warmup:
@@ -635,6 +649,9 @@ def main():
                              'nova\'s database (a mean lifetime is an hour)')
     parser.add_argument('--subset', type=int, default=1,
                         help='[filter_scheduler] host_subset_size')
+    parser.add_argument('--spread-below', type=float,
+                        default=hostchoice.SPREAD_BELOW,
+                        help='[nova_pinning] weigher_spread_below')
     parser.add_argument('--sweep', action='store_true',
                         help='also the weigher at multipliers %s (the '
                              'same fleets, loads and bursts)'
@@ -659,8 +676,8 @@ def main():
     fleets = args.fleets.split(',')
     ways = args.ways.split(',')
     burst_sizes = [int(b) for b in args.bursts.split(',')]
-    scenarios = [Scenario(b, args.workers, args.delay * SECOND, args.subset)
-                 for b in burst_sizes]
+    scenarios = [Scenario(b, args.workers, args.delay * SECOND, args.subset,
+                          args.spread_below) for b in burst_sizes]
     jobs, rows = [], []
     for sc in scenarios:
         tag = ', B %d' % sc.burst
@@ -697,11 +714,12 @@ def main():
     results = run_jobs(jobs, args.jobs)
     print('fleet.py: %d runs, %.0f s, %.0f s of CPU (warmup %g, measure '
           '%g mean lifetimes, audit every %g, %d seed(s); workers %s, '
-          'claim delay %g s, host_subset_size %d)' % (
+          'claim delay %g s, host_subset_size %d, spread below %g)' % (
               len(jobs), time.monotonic() - start,
               sum(r['cpu_s'] for r in results), args.warmup,
               args.measure, args.audit, args.seeds,
-              args.workers or 'one a request', args.delay, args.subset))
+              args.workers or 'one a request', args.delay, args.subset,
+              args.spread_below))
     print()
     print(table(results, loads, fleets, rows))
     print(table(results, loads, fleets, rows, key='empty'))

@@ -25,6 +25,7 @@ from oslo_config import cfg
 from oslo_config import types
 
 from nova_pinning_hooks.engine import emuthreads
+from nova_pinning_hooks.engine import hostchoice
 from nova_pinning_hooks.engine import policy
 from nova_pinning_hooks.engine.policy import options as policy_options
 from nova_pinning_hooks.isolation import state as isolation_state
@@ -328,6 +329,20 @@ pinning_opts = [
                   'best of all four). The default follows '
                   'benchmarks/fleet.py '
                   '(doc/source/reference/performance.rst). 0: no effect.'),
+    FloatOpt('weigher_spread_below', default=hostchoice.SPREAD_BELOW,
+             min=0.0, max=1.0,
+             help='In nova-scheduler: below this fill of the candidate '
+                  'hosts\' pools (their guests\' vCPUs over their pool '
+                  'pCPUs) nova_pinning_hooks.nova.weigher.OneToOneWeigher '
+                  'weighs every host alike and leaves nova\'s spread as '
+                  'it was, even where a guest could be one-to-one on '
+                  'another host (a fleet of mixed sizes: nova fills the '
+                  'large hosts first, and the small ones stay empty). '
+                  'Over the tenth below it the one-to-one bands come in, '
+                  'from it they weigh wholly. 0 (the default): the bands '
+                  'at every fill, and within the one-to-one band nova\'s '
+                  'spread chooses while the fleet has room. See '
+                  'doc/source/admin/nova.rst.'),
     cfg.StrOpt('hook_name', default='bind_numa_affinity',
                help='Name of the nova hook run around the wrapped compute '
                     'manager methods (entry point namespace nova.hooks).'),

@@ -2,6 +2,16 @@
 against each other (``nova/weigher.py``), from each host's forecast
 (``summary.forecast``).
 
+By default the bands weigh at every fill, and within the one-to-one band
+nova's weighers spread the guests as without the package while the
+fleet has room (below). An operator who wants nova's spread as it was
+at a low load, even where it costs one-to-one binding (a mixed fleet's
+large hosts filled first while small ones stay empty), sets
+``spread_below`` (``[nova_pinning] weigher_spread_below``): while the
+candidates' vCPUs are below that share of their pool pCPUs every host
+weighs 0, nova's weighers alone choose; over ``SPREAD_RAMP`` up to it
+the bands come in, and from it they weigh wholly.
+
 Three bands, as ``summary.score`` has them, so that with a multiplier
 large enough the band decides and nova's own weighers choose within it:
 
@@ -32,11 +42,12 @@ large enough the band decides and nova's own weighers choose within it:
 Invariants:
 
 * pure: no I/O, no clock; the draw is a checksum of its inputs;
-* every weight lies in [-1, 1], and the bands never overlap: any
-  one-to-one host above any no-change host, any no-change host above any
-  loss;
+* every weight lies in [-1, 1], and from ``spread_below`` on the bands
+  never overlap: any one-to-one host above any no-change host, any
+  no-change host above any loss; below ``spread_below - SPREAD_RAMP``
+  every host weighs 0;
 * a host's weight depends on the other candidates only through the
-  fleet's fill (``fit_share``), and on nothing else of the request than
+  fleet's fill (``fleet_fill``), and on nothing else of the request than
   its forecast and its uuid.
 """
 
@@ -63,6 +74,14 @@ TIE_DRAW = 0.05
 FIT_BIAS = 10.0
 # The top of the no-change band (a host whose VCPU inventory is full).
 OVERFLOW_TOP = 0.4
+# ``weigher_spread_below``'s default: the bands at every fill, nova's
+# spread kept within the one-to-one band. 0.7 gives nova's choices
+# exactly at load 0.5 in benchmarks/fleet.py and keeps the gains from
+# 0.8 on; inside nova, four computes filled from empty in bursts of 2
+# lost the weigher's gain with it (reference/performance.rst, "Spread
+# kept").
+SPREAD_BELOW = 0.0
+SPREAD_RAMP = 0.1
 
 
 class Candidate(typing.NamedTuple):
@@ -81,17 +100,30 @@ def vcpus(c: Candidate) -> int:
     return sum(n.vcpus for n in s.nodes) + s.cross + max(0, c.pending)
 
 
-def fit_share(candidates: typing.Iterable[Candidate]) -> float:
-    """How much the node's fill counts, 0 to 1, from the candidates'
-    fill."""
+def fleet_fill(candidates: typing.Iterable[Candidate]) -> float:
+    """The candidates' vCPUs over their pool pCPUs (0 without pools)."""
     used = pool = 0
     for c in candidates:
         used += vcpus(c)
         pool += c.summary.pool
-    if not pool:
-        return 0.0
-    fill = used / pool
+    return used / pool if pool else 0.0
+
+
+def fit_share(candidates: typing.Iterable[Candidate]) -> float:
+    """How much the node's fill counts, 0 to 1, from the candidates'
+    fill."""
+    return _share(fleet_fill(candidates))
+
+
+def _share(fill: float) -> float:
     return min(1.0, max(0.0, (fill - FIT_START) / (FIT_FULL - FIT_START)))
+
+
+def presence(fill: float, spread_below: float = SPREAD_BELOW) -> float:
+    """How much the bands weigh, 0 to 1, at the fleet's ``fill``."""
+    if spread_below <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (fill - spread_below) / SPREAD_RAMP + 1))
 
 
 def draw(uuid: str, host: str) -> float:
@@ -101,8 +133,14 @@ def draw(uuid: str, host: str) -> float:
     return (value + 1) / (1 << 32)
 
 
-def weight(c: Candidate, share: float, uuid: str) -> float:
-    """The raw weight of one candidate, in [-1, 1]."""
+def weight(c: Candidate, share: float, uuid: str,
+           bands: float = 1.0) -> float:
+    """The raw weight of one candidate, in [-1, 1], by how much the bands
+    weigh (``presence``)."""
+    return bands * _banded(c, share, uuid) if bands > 0 else 0.0
+
+
+def _banded(c: Candidate, share: float, uuid: str) -> float:
     f = c.forecast
     if f.mode == plan_mod.DEDICATED:
         fill = min(1.0, f.home_vcpus / max(f.home_pool, 1))
@@ -120,9 +158,12 @@ def weight(c: Candidate, share: float, uuid: str) -> float:
 
 
 def weights(candidates: typing.Sequence[typing.Optional[Candidate]],
-            uuid: str) -> list[typing.Optional[float]]:
+            uuid: str, spread_below: float = SPREAD_BELOW
+            ) -> list[typing.Optional[float]]:
     """The weight of each candidate (None for None: a host that cannot
     be weighed)."""
-    share = fit_share(c for c in candidates if c is not None)
-    return [None if c is None else weight(c, share, uuid)
+    fill = fleet_fill(c for c in candidates if c is not None)
+    share = _share(fill)
+    bands = presence(fill, spread_below)
+    return [None if c is None else weight(c, share, uuid, bands)
             for c in candidates]

@@ -43,6 +43,9 @@ Invariants:
   (0.5 neutral; one-to-one 0.8 to 1; no change 0.5 to 0.7; a loss 0 to
   0.4): bands 0.1 apart, so that with a multiplier above 10 times the
   span of the other weighers the band decides (doc/source/admin/nova.rst);
+* ``[nova_pinning] weigher_spread_below`` (0: the bands at every fill)
+  is read at its start with the multiplier: below that fill of the
+  candidates' pools every host weighs 0 (``hostchoice``);
 * its multiplier is ``[nova_pinning] weigher_multiplier``, overridden
   per aggregate by the metadata key ``nova_pinning_weigher_multiplier``
   (``nova.scheduler.utils.get_weight_multiplier``, as nova's own);
@@ -193,7 +196,9 @@ def candidate_of(host_state: typing.Any, request: Request,
 
 def weigh_hosts(host_states: typing.Sequence[typing.Any], request: Request,
                 failed: typing.Optional[dict[str, str]] = None,
-                oldest: typing.Optional[float] = None) -> list[float]:
+                oldest: typing.Optional[float] = None,
+                spread_below: float = hostchoice.SPREAD_BELOW
+                ) -> list[float]:
     """The raw weights of the candidate hosts for one request, each in
     [-1, 1] (``scores``); a host that cannot be weighed is neutral (and
     in ``failed``: host -> why)."""
@@ -206,14 +211,16 @@ def weigh_hosts(host_states: typing.Sequence[typing.Any], request: Request,
                 failed[str(getattr(state, 'host', '?'))] = '%s: %s' % (
                     type(exc).__name__, exc)
             candidates.append(None)
-    return [max(-1.0, min(1.0, w)) for w in scores(candidates, request)]
+    return [max(-1.0, min(1.0, w))
+            for w in scores(candidates, request, spread_below)]
 
 
 def scores(candidates: typing.Sequence[typing.Optional[
-               hostchoice.Candidate]], request: Request) -> list[float]:
+               hostchoice.Candidate]], request: Request,
+           spread_below: float = hostchoice.SPREAD_BELOW) -> list[float]:
     """The raw weight of each candidate (None: ``NEUTRAL``)."""
-    return [NEUTRAL if w is None else w
-            for w in hostchoice.weights(candidates, request.uuid)]
+    return [NEUTRAL if w is None else w for w in hostchoice.weights(
+        candidates, request.uuid, spread_below)]
 
 
 class Complaints:
@@ -250,12 +257,15 @@ class OneToOneWeigher(_Base):
         self._complaints = Complaints()
         self._default = conf_mod.DEFAULT_WEIGHER_MULTIPLIER
         self._max_age = float(conf_mod.DEFAULT_SUMMARY_MAX_AGE)
+        self._spread_below = hostchoice.SPREAD_BELOW
         try:
             import nova.conf
             conf = nova.conf.CONF
             conf_mod.register_opts(conf)
             self._default = conf.nova_pinning.weigher_multiplier
             self._max_age = float(conf.nova_pinning.summary_max_age)
+            self._spread_below = float(
+                conf.nova_pinning.weigher_spread_below)
         except Exception as exc:
             LOG.warning('nova-pinning-hooks: one-to-one weigher: '
                         '[nova_pinning] weigher_multiplier not read (%s); '
@@ -298,7 +308,8 @@ class OneToOneWeigher(_Base):
         now = time.time()
         weights = weigh_hosts([obj.obj for obj in weighed_obj_list],
                               request, failed,
-                              now - self._max_age - AGE_SLACK)
+                              now - self._max_age - AGE_SLACK,
+                              self._spread_below)
         due = [(host, why) for host, why in failed.items()
                if self._complaints.due(host, now)]
         if due:

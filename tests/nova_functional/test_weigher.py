@@ -64,7 +64,10 @@ sequence and the bursts must fail. ``NPH_TEST_WEIGHER_SEED`` and
 1.1), ``NPH_TEST_WEIGHER_BURST_HOSTS`` on another number of computes (4)
 and ``NPH_TEST_WEIGHER_BURSTS`` in other burst sizes (``2,4,8``: one
 test each; 2); ``NPH_NOVA_WEIGHER_BURSTS`` names a file each burst test appends
-its figures to (one JSON line).
+its figures to (one JSON line). ``NPH_TEST_WEIGHER_SPREAD_BELOW`` sets
+``[nova_pinning] weigher_spread_below`` for every test but
+``test_spread_below_leaves_novas_choices``, which sets its own
+(``NPH_TEST_WEIGHER_SPREAD_OPTION``, 0.7; 0 must fail it).
 
 Parallel requests (``test_bursts_of_N``): nova's framework starts one
 scheduler service and refuses a second; ``SchedulerWorkers`` adds a
@@ -153,6 +156,14 @@ BURST_HOSTS = int(os.environ.get('NPH_TEST_WEIGHER_BURST_HOSTS', '4'))
 BURSTS = [int(n) for n in os.environ.get(
     'NPH_TEST_WEIGHER_BURSTS', '2').split(',')]
 SCHEDULER_WORKERS = 2
+# weigher_spread_below in test_spread_below_leaves_novas_choices, and the
+# load its sequence stops at.
+SPREAD_OPTION = float(os.environ.get('NPH_TEST_WEIGHER_SPREAD_OPTION', '0.7'))
+SPREAD_LOAD = 0.55
+# weigher_spread_below in every other test (the package's default unless
+# set: exploring).
+_SPREAD = os.environ.get('NPH_TEST_WEIGHER_SPREAD_BELOW')
+SPREAD_BELOW = None if _SPREAD is None else float(_SPREAD)
 DEFAULT_WEIGHERS = ['nova.scheduler.weights.all_weighers']
 WITH_WEIGHER = DEFAULT_WEIGHERS + [
     'nova_pinning_hooks.nova.weigher.OneToOneWeigher']
@@ -431,6 +442,10 @@ class WeigherTest(base.ServersTestBase,
         self.flags(cpu_allocation_ratio=RATIO)
         # Both runs' guests in one project.
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        conf_mod.register_opts(CONF)
+        if SPREAD_BELOW is not None:
+            self.flags(weigher_spread_below=SPREAD_BELOW,
+                       group='nova_pinning')
         super().setUp()
         self.computes_by_name = {}
         self._switch_on()
@@ -480,7 +495,7 @@ lambda: False))
             # The weigher's scoring disabled: the test must fail.
             self.useFixture(fixtures.MonkeyPatch(
                 'nova_pinning_hooks.nova.weigher.scores',
-                lambda candidates, request: [weigher.NEUTRAL] * len(
+                lambda candidates, *rest: [weigher.NEUTRAL] * len(
                     candidates)))
         # What the notification driver's __init__ calls in nova-compute.
         self.agent = activation.activate(CONF)
@@ -610,6 +625,24 @@ lambda: False))
         return [type(w).__name__
                 for w in self.scheduler.manager.host_manager.weighers]
 
+    def _hosts_by_name(self, then=lambda: None):
+        """nova's weighers get the hosts in the order of their names, so
+        that nova's exact ties (it keeps the first of equal weights) fall
+        alike at every run instead of in the order placement listed the
+        hosts (33 and 42 one-to-one vCPUs in two runs of one sequence
+        without it); ``then`` after each weighing."""
+        weigh = nova_weights.HostWeightHandler.get_weighed_objects
+
+        def weighed(handler, weighers, objs, *args, **kwargs):
+            objs = sorted(objs, key=lambda o: str(getattr(o, 'host', '')))
+            try:
+                return weigh(handler, weighers, objs, *args, **kwargs)
+            finally:
+                then()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.weights.HostWeightHandler.get_weighed_objects',
+            weighed))
+
     def _two_workers(self):
         """Two scheduler workers, and the computes' builds held until a
         burst is scheduled."""
@@ -631,22 +664,8 @@ lambda: False))
         self.useFixture(fixtures.MonkeyPatch(
             'nova.compute.manager.ComputeManager.build_and_run_instance',
             held_build))
-        # Every request of a burst weighed before any consumes its host;
-        # the hosts in the order of their names, so that nova's exact
-        # ties (it keeps the first of equal weights) fall alike at every
-        # run instead of in the order placement listed the hosts (33 and
-        # 42 one-to-one vCPUs in two runs of one sequence without it).
-        weigh = nova_weights.HostWeightHandler.get_weighed_objects
-
-        def weighed(handler, weighers, objs, *args, **kwargs):
-            objs = sorted(objs, key=lambda o: str(getattr(o, 'host', '')))
-            try:
-                return weigh(handler, weighers, objs, *args, **kwargs)
-            finally:
-                gate.weighed_one()
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.weights.HostWeightHandler.get_weighed_objects',
-            weighed))
+        # Every request of a burst weighed before any consumes its host.
+        self._hosts_by_name(gate.weighed_one)
         from nova.scheduler import host_manager
         consume = host_manager.HostState.consume_from_request
 
@@ -824,6 +843,29 @@ lambda: False))
         self.assertGreaterEqual(got[0], base_[0], message)
 
     # test_bursts_of_N for each N of BURSTS: below the class.
+
+    def test_spread_below_leaves_novas_choices(self):
+        """``[nova_pinning] weigher_spread_below = 0.7`` (nova's spread as
+        it was at a low load): the sequence's start, up to
+        ``SPREAD_LOAD`` of the computes' pCPUs (below the tenth where the
+        bands come in), is weighed 0 on every host by ours and placed
+        exactly as nova's default weighers place it. With the bands (the
+        default, 0) the weights are not 0."""
+        seq = sequence(SEED, SPREAD_LOAD, HOSTS)
+        self._hosts_by_name()
+        self.flags(weigher_spread_below=SPREAD_OPTION, group='nova_pinning')
+        self.assertIn('OneToOneWeigher', self._use_weighers(WITH_WEIGHER))
+        spread = self.run_boots('spread', seq)
+        self._use_weighers(DEFAULT_WEIGHERS)
+        default = self.run_boots('nova', seq)
+
+        def where(run, label):
+            return [(int(host[len(label):]), vcpus)
+                    for host, vcpus in run['placed']]
+        self.assertEqual(len(seq), len(spread['ours']))
+        self.assertEqual({weigher.NEUTRAL}, {
+            w for call in spread['ours'] for w in call['weights']})
+        self.assertEqual(where(default, 'nova'), where(spread, 'spread'))
 
 
 

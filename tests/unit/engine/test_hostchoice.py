@@ -23,8 +23,8 @@ def candidate(name, vcpus, pool=(8, 8), ratio=4.0, pending=0, request=2):
         s, request, request * GIB, pending))
 
 
-def ranked(cands, uuid):
-    w = hostchoice.weights(cands, uuid)
+def ranked(cands, uuid, spread_below=0.0):
+    w = hostchoice.weights(cands, uuid, spread_below)
     return [c.name for _, c in sorted(zip(w, cands),
                                       key=lambda p: -p[0])]
 
@@ -65,7 +65,8 @@ class TestBands(testtools.TestCase):
 class TestFit(testtools.TestCase):
 
     def test_spread_while_the_fleet_has_room(self):
-        """Below FIT_START the one-to-one hosts weigh within TIE_DRAW of
+        """With the bands at every fill (``spread_below`` 0): below
+        FIT_START the one-to-one hosts weigh within TIE_DRAW of
         the band of each other, whatever their fill: nova's own weighers
         spread the guests as without the package wherever they tell the
         hosts apart (a twentieth of the band: 0.01 of nova's normalised
@@ -75,15 +76,15 @@ class TestFit(testtools.TestCase):
         self.assertLess(hostchoice.fit_share(cands), 1e-9)
         span = (1 - summary_mod.FIT_FLOOR) * hostchoice.TIE_DRAW
         for uuid in ('u1', 'u2', 'u3'):
-            w = hostchoice.weights(cands, uuid)
+            w = hostchoice.weights(cands, uuid, spread_below=0.0)
             for x in w:
                 self.assertGreaterEqual(x, summary_mod.FIT_FLOOR)
                 self.assertLessEqual(x, summary_mod.FIT_FLOOR + span)
 
     def test_a_burst_on_hosts_alike_parts(self):
         """Eight requests weighed at once on four empty hosts (what nova's
-        weighers weigh alike: they would all go to the first): each
-        request's own draw parts them."""
+        weighers weigh alike: they would all go to the first): with the
+        bands at every fill, each request's own draw parts them."""
         alike = [candidate('empty%d' % i, (0, 0)) for i in range(4)]
         self.assertLess(hostchoice.fit_share(alike), 1e-9)
         burst = collections.Counter(
@@ -143,3 +144,60 @@ class TestFit(testtools.TestCase):
         self.assertEqual(len(draws), len(set(draws)))
         self.assertTrue(all(0 < d <= 1 for d in draws))
         self.assertGreater(max(draws) - min(draws), 0.5)
+
+
+class TestSpreadBelow(testtools.TestCase):
+    """``weigher_spread_below``: below it nova's spread stays as it was."""
+
+    CANDS = (('fits', (2, 0)), ('shared', (12, 12)), ('loses', (8, 8)))
+
+    def fleet(self, empty):
+        """The three hosts above and ``empty`` empty ones (the fleet's
+        fill falls with each)."""
+        return [candidate(n, v) for n, v in self.CANDS] + [
+            candidate('empty%d' % i, (0, 0)) for i in range(empty)]
+
+    def test_every_host_alike_below_it(self):
+        """A one-to-one host, a shared one and one where a guest would
+        lose its binding weigh alike (0: nova's weighers alone choose),
+        for every request."""
+        cands = self.fleet(6)
+        fill = hostchoice.fleet_fill(cands)
+        self.assertLess(fill, 0.7 - hostchoice.SPREAD_RAMP)
+        for uuid in ('a', 'b', 'c'):
+            self.assertEqual([0.0] * len(cands),
+                             hostchoice.weights(cands, uuid, 0.7))
+
+    def test_zero_keeps_the_bands_at_every_fill(self):
+        """0: the bands weigh, whatever the fill."""
+        cands = self.fleet(6)
+        w = hostchoice.weights(cands, 'a', spread_below=0.0)
+        self.assertGreaterEqual(w[0], summary_mod.FIT_FLOOR)
+        self.assertGreater(w[0], w[1])
+        self.assertGreater(w[1], w[2])
+        self.assertLess(w[2], 0.0)
+
+    def test_the_bands_come_in_over_the_ramp(self):
+        below, ramp = 0.7, hostchoice.SPREAD_RAMP
+        for fill, bands in ((0.0, 0.0), (below - ramp, 0.0),
+                            (below - ramp / 2, 0.5), (below, 1.0),
+                            (1.5, 1.0)):
+            self.assertAlmostEqual(bands, hostchoice.presence(fill, below),
+                                   places=6, msg=fill)
+        self.assertEqual(1.0, hostchoice.presence(0.0, 0.0))
+        # part way, every weight is the bands' in proportion: the order
+        # of the hosts stays the bands'
+        cands = self.fleet(0)
+        fill = hostchoice.fleet_fill(cands)
+        half = hostchoice.weights(cands, 'a', fill + ramp / 2)
+        whole = hostchoice.weights(cands, 'a', fill)
+        for h, w in zip(half, whole):
+            self.assertAlmostEqual(w / 2, h, places=9)
+
+    def test_by_default_the_bands_weigh_at_every_fill(self):
+        """The default: the bands at every fill (within the one-to-one
+        band nova's spread chooses: ``TestFit``)."""
+        self.assertEqual(0.0, hostchoice.SPREAD_BELOW)
+        cands = self.fleet(6)
+        self.assertEqual(hostchoice.weights(cands, 'a', 0.0),
+                         hostchoice.weights(cands, 'a'))

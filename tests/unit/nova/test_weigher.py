@@ -55,6 +55,20 @@ class TestWeights(testtools.TestCase):
             name='nova_pinning_hooks', level=logging.INFO))
         weigher_mod.clear_cache()
 
+    def test_spread_below_leaves_novas_choice_to_nova(self):
+        """``weigher_spread_below`` (read from nova's configuration; its
+        default without nova): a fleet far from full weighs neutral; by
+        default the bands weigh."""
+        hosts = [host('loses', text((8, 8))),
+                 host('fits', text((0, 0))),
+                 host('empty', text((0, 0), pool=(16, 16)))]
+        with fixtures.MockPatchObject(hostchoice, 'SPREAD_BELOW', 0.7):
+            self.assertEqual([0.0, 0.0, 0.0],
+                             weigh(hosts, spec(vcpus=2)))
+        w = weigh(hosts, spec(vcpus=2))
+        self.assertLess(w[0], 0.0)
+        self.assertGreaterEqual(w[1], summary_mod.FIT_FLOOR)
+
     def test_one_to_one_first_then_no_change_then_loss(self):
         hosts = [host('loses', text((8, 8))),
                  host('shared', text((12, 12))),

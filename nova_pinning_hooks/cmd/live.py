@@ -399,8 +399,8 @@ def cmd_agent(conf: cfg.ConfigOpts) -> str:
         stop.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    agent = service.BindingService(config,
-                                   summary_file=conf.command.summary_file)
+    agent = service.BindingService(config, service.Role(
+        summary_file=conf.command.summary_file))
     if listen is not None:
         try:
             agent.pass_metrics.start_endpoint(listen)

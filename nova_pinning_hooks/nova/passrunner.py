@@ -41,6 +41,7 @@ Invariants:
 """
 
 import collections
+import dataclasses
 import errno
 import fcntl
 import os
@@ -155,11 +156,10 @@ class ThreadPasses:
         self.ratio_file = ratiofile.RatioFile(
             nova, config.passes.ratio.overcommit_file)
         self.service = service_mod.BindingService(
-            config, event_loop=False, defer_events=True,
-            before_pass=self.ratio_file.before_pass,
-            interval=config.passes.times.periodic_interval,
-            timer_reason='periodic', start_reason='service start',
-            name='nova-pinning-pass')
+            config, dataclasses.replace(
+                service_mod.NOVA_COMPUTE,
+                interval=config.passes.times.periodic_interval),
+            before_pass=self.ratio_file.before_pass)
         self.coalescer = self.service.coalescer
         self.requests: Requests = self.service.requests
 

@@ -63,6 +63,7 @@ Invariants:
 """
 
 import collections
+import dataclasses
 import threading
 import time
 import typing
@@ -84,25 +85,47 @@ REQUEST_LINE_LIMIT = 200  # characters of one request line
 RECENT_REQUESTS = 1000  # (time, host, reason) kept for diagnostics
 
 
-class BindingService:
-    """``events``: follow libvirt's domain events; ``event_loop``: run
-    libvirt's process-wide event loop ourselves (False where nova's driver
-    runs it); ``defer_events``: register them on the pass thread once
-    ``want_events`` is called (nova's loop runs only after its
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """Where the service runs, and so how: the agent's by default.
+
+    ``events``: follow libvirt's domain events; ``event_loop``: run
+    libvirt's process-wide event loop ourselves (False where nova's
+    driver runs it); ``defer_events``: register them on the pass thread
+    once ``want_events`` is called (nova's loop runs only after its
     ``init_host``); ``interval``/``timer_reason``: the timed request
-    (default: ``resync_interval``, "resync")."""
+    (None: ``resync_interval``); ``start_reason``: the first pass's;
+    ``name``: the pass thread's; ``summary_file``: where each pass's
+    basis goes (``observe.passsummary``), None for none."""
+
+    events: bool = True
+    event_loop: bool = True
+    defer_events: bool = False
+    interval: typing.Optional[float] = None
+    timer_reason: str = 'resync'
+    start_reason: str = 'agent start'
+    name: str = 'nova-pinning-agent-pass'
+    summary_file: typing.Optional[str] = None
+
+
+# Inside nova-compute: nova's driver runs libvirt's event loop, and only
+# after its init_host; the timer is [nova_pinning] periodic_interval's.
+NOVA_COMPUTE = Role(event_loop=False, defer_events=True,
+                    timer_reason='periodic', start_reason='service start',
+                    name='nova-pinning-pass')
+
+
+class BindingService:
+    """The passes of one host as a service (``Role``: the agent's or
+    nova-compute's); ``before_pass`` runs before each pass (nova's
+    allocation ratio: ``nova.ratiofile``)."""
 
     def __init__(self, config: runtime_settings.RuntimeSettings,
+                 role: Role = Role(),
                  connect: typing.Optional[hostport.Connect] = None,
-                 events: bool = True, event_loop: bool = True,
-                 defer_events: bool = False,
                  before_pass: typing.Optional[typing.Callable[
-                     [], typing.Optional[reconciler.PassResult]]] = None,
-                 interval: typing.Optional[float] = None,
-                 timer_reason: str = 'resync',
-                 start_reason: str = 'agent start',
-                 name: str = 'nova-pinning-agent-pass',
-                 summary_file: typing.Optional[str] = None) -> None:
+                     [], typing.Optional[reconciler.PassResult]]] = None
+                 ) -> None:
         times = config.passes.times
         self.config = config
         self.model = model_mod.HostModel()
@@ -110,15 +133,15 @@ class BindingService:
                                                 connect=connect,
                                                 model=self.model)
         self.coalescer = coalescer_mod.Coalescer(
-            self._run_pass, delay=times.coalesce_delay, name=name)
-        self.events = events
-        self.event_loop = event_loop
-        self.defer_events = defer_events
+            self._run_pass, delay=times.coalesce_delay, name=role.name)
+        self.events = role.events
+        self.event_loop = role.event_loop
+        self.defer_events = role.defer_events
         self.before_pass = before_pass
-        self.interval = (times.resync_interval if interval is None
-                         else interval)
-        self.timer_reason = timer_reason
-        self.start_reason = start_reason
+        self.interval = (times.resync_interval if role.interval is None
+                         else role.interval)
+        self.timer_reason = role.timer_reason
+        self.start_reason = role.start_reason
         self.poll_interval = times.vcpu_poll_interval
         self.events_wanted = False
         self.watching = False
@@ -130,7 +153,7 @@ class BindingService:
         self.stopped = threading.Event()
         self.last_result: typing.Optional[reconciler.PassResult] = None
         self.summary = passsummary.PassSummary(
-            summary_file, times.summary_max_age, LOG)
+            role.summary_file, times.summary_max_age, LOG)
         self.pass_metrics = passmetrics.PassMetrics(
             config.passes, config.observe, LOG)
         # (monotonic time, host, reason) of recent requests: diagnostics.

@@ -98,7 +98,7 @@ class TestMetricsTextfile(base.FunctionalTestCase):
         # The agent (nova-compute's pass worker under eventlet, or
         # "nova-pinning agent") writes the textfile after each pass.
         svc = service.BindingService(runtime_settings.read(self.conf),
-                                     events=False)
+                                     service.Role(events=False))
         self.addCleanup(svc.stop)
         svc.start()
         self.assertTrue(svc.coalescer.request('again', wait=True,

@@ -122,7 +122,8 @@ class TestTextfileSeries(testtools.TestCase):
                             'nova_pinning.prom')
         conf = nova_like_conf(self, metrics_textfile=path,
                               allocation_ratio=4.0)
-        svc = service.BindingService(runtime_settings.read(conf), events=False)
+        svc = service.BindingService(runtime_settings.read(conf),
+                                     service.Role(events=False))
         self.addCleanup(svc.stop)
         svc.start()
         for i in range(3):

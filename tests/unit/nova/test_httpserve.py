@@ -53,7 +53,8 @@ class TestAgentEndpoint(testtools.TestCase):
     def test_binding_service_serves_passes_and_guests(self):
         from nova_pinning_hooks.runtime import service
         conf = nova_like_conf(self, allocation_ratio=4.0)
-        svc = service.BindingService(runtime_settings.read(conf), events=False)
+        svc = service.BindingService(runtime_settings.read(conf),
+                                     service.Role(events=False))
         self.addCleanup(svc.stop)
         endpoint = svc.pass_metrics.start_endpoint(('127.0.0.1', 0))
         before = self.scrape(endpoint.address)

@@ -153,9 +153,9 @@ class TestUnderEventlet(SummaryTestCase):
     def test_worker_file_to_stats(self):
         conf = nova_like_conf(self, allocation_ratio=4.0)
         path = conf.nova_pinning.summary_file
-        agent = service_mod.BindingService(runtime_settings.read(conf),
-                                           event_loop=False,
-                                           summary_file=path)
+        agent = service_mod.BindingService(
+            runtime_settings.read(conf),
+            service_mod.Role(event_loop=False, summary_file=path))
         self.assertTrue(agent.coalescer.request('x', wait=True,
                                                 timeout=10))
         self.addCleanup(agent.stop)

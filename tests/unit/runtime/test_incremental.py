@@ -27,7 +27,7 @@ class TestAgentRepairs(IncrementalTestCase):
         self.cf.config(group='nova_pinning', coalesce_delay=0.05,
                        resync_interval=0)
         agent = service.BindingService(runtime_settings.read(self.conf),
-                                       event_loop=False)
+                                       service.Role(event_loop=False))
         return fixtures_mod.run_agent(self, agent)
 
     def wait_for(self, check, message):
@@ -67,7 +67,7 @@ class TestCallbacksNeverBlock(IncrementalTestCase):
         self.cf.config(group='nova_pinning', coalesce_delay=0,
                        libvirt_call_timeout=5, resync_interval=0)
         agent = service.BindingService(runtime_settings.read(self.conf),
-                                       event_loop=False)
+                                       service.Role(event_loop=False))
         fixtures_mod.run_agent(self, agent)
         self.assertTrue(agent.coalescer.request('settle', wait=True,
                                                 timeout=10))

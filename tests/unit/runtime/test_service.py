@@ -19,7 +19,7 @@ class TestBindingService(IncrementalTestCase):
     def running_agent(self):
         """An agent running on its own thread, its first pass done."""
         agent = service.BindingService(runtime_settings.read(self.conf),
-                                       event_loop=False)
+                                       service.Role(event_loop=False))
         stop = threading.Event()
         thread = threading.Thread(target=agent.run, args=(stop,))
         thread.start()
@@ -106,7 +106,7 @@ class TestBindingService(IncrementalTestCase):
 
     def test_a_request_line_is_read_in_bounded_pieces(self):
         agent = service.BindingService(runtime_settings.read(self.conf),
-                                       events=False)
+                                       service.Role(events=False))
         self.addCleanup(agent.stop)
         seen, stop = [], threading.Event()
         agent.request = seen.append
@@ -116,7 +116,7 @@ class TestBindingService(IncrementalTestCase):
 
     def test_requests_stream_end_stops_it(self):
         agent = service.BindingService(runtime_settings.read(self.conf),
-                                       event_loop=False)
+                                       service.Role(event_loop=False))
         done = threading.Event()
         thread = threading.Thread(
             target=lambda: (agent.run(requests=io.StringIO('a\nb\n')),

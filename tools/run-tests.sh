@@ -289,10 +289,10 @@ for e in "${envs[@]}"; do
         # process (exec). Its own session, as the prebuild's: the trap's
         # kill reaches all of it, and the kernel's autogroup (on in
         # Debian) gives the TCG VM a share of its own. In the stages'
-        # session it took their share: a functional test's busy loop
-        # got about a sixth of a CPU against a guest's vCPU where the
-        # steal tests count on half (CI-like run of 5e485dd: steal 17.3
-        # and 13.5 % where 20 and 30 were asked).
+        # session it likely took their share (the likely cause, not
+        # reproduced by hand): in a CI-like run of 5e485dd two steal
+        # tests, whose busy loops count on half a CPU against a guest's
+        # vCPU, saw 17.3 and 13.5 % where 20 and 30 were asked.
         # shellcheck disable=SC2016  # expanded by the inner bash
         setsid bash -c 'start=$(date +%s)
             tools/vm-image.sh >/dev/null || true  # the VM tests report it

@@ -38,9 +38,13 @@ Invariants:
   sweeps is ``status_stale``; one written before the last reboot says
   nothing of now: its state is 'not applied' (``earlier_boot``), as the
   state file's;
-* ``undo`` removes it with the state file.
+* ``undo`` removes it with the state file;
+* ``Published`` is the file's record: ``to_json`` writes version
+  ``VERSION``, ``from_json`` reads every version of ``VERSIONS`` (a test
+  holds a document of each) and refuses any other.
 """
 
+import dataclasses
 import math
 import os
 import time
@@ -51,6 +55,7 @@ from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.isolation import state
 
 VERSION = 1
+VERSIONS = (1,)  # what ``from_json`` reads: this release's and earlier
 LIMIT = 256 * 1024
 STALE_SWEEPS = 3  # a status older than this many sweeps is stale
 MODE = 0o644
@@ -68,17 +73,36 @@ def _boottime() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """One status as the agent published it."""
+
+    written: float  # Unix time
+    sweep_interval: int  # the agent's, in seconds
+    status: typing.Mapping[str, object]  # report.py's keys
+    boottime: typing.Optional[float] = None  # CLOCK_BOOTTIME then
+    boot_id: typing.Optional[str] = None  # the kernel's boot id then
+    pid: typing.Optional[int] = None
+
+
+def to_json(p: Published) -> dict[str, object]:
+    """The document of version ``VERSION``."""
+    return {'version': VERSION, 'written': p.written,
+            'boottime': p.boottime, 'boot_id': p.boot_id,
+            'sweep_interval': p.sweep_interval, 'pid': p.pid,
+            'status': dict(p.status)}
+
+
 def write(state_file: str, status: typing.Mapping[str, typing.Any],
           sweep_interval: int, proc: str = '/proc') -> None:
     """Publish ``status`` (under the agent's lock). Raises ``OSError``
     when it cannot be written safely."""
     path = path_for(state_file)
     safefs.remove_stale_temporaries(path)
-    statefile.write_json(path, {
-        'version': VERSION, 'written': round(time.time(), 3),
-        'boottime': round(_boottime(), 3), 'boot_id': state.boot_id(proc),
-        'sweep_interval': sweep_interval, 'pid': os.getpid(),
-        'status': dict(status)}, mode=MODE)
+    statefile.write_json(path, to_json(Published(
+        written=round(time.time(), 3), sweep_interval=sweep_interval,
+        status=status, boottime=round(_boottime(), 3),
+        boot_id=state.boot_id(proc), pid=os.getpid())), mode=MODE)
 
 
 def remove(state_file: str) -> None:
@@ -102,30 +126,37 @@ def _number(value: object) -> bool:
         not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
-def _validate(doc: object, path: str) -> dict[str, typing.Any]:
+def from_json(doc: object, path: str) -> Published:
+    """The record of a document of any version of ``VERSIONS``;
+    ``ValueError`` naming ``path`` for anything else."""
     def require(ok: bool, what: str) -> None:
         if not ok:
             raise ValueError('%s: %s' % (path, what))
     # Raised here, not by ``require``: what follows reads it as a mapping.
-    if not (isinstance(doc, dict) and doc.get('version') == VERSION and
+    if not (isinstance(doc, dict) and doc.get('version') in VERSIONS and
             not isinstance(doc.get('version'), bool)):
-        raise ValueError('%s: not a version %d isolation status'
-                         % (path, VERSION))
-    require(_number(doc.get('written')), 'bad "written"')
-    require(doc.get('boottime') is None or _number(doc['boottime']),
-            'bad "boottime"')
-    require(doc.get('boot_id') is None or isinstance(doc['boot_id'], str),
-            'bad "boot_id"')
-    interval = doc.get('sweep_interval')
+        raise ValueError('%s: not a version %s isolation status'
+                         % (path, ' or '.join(map(str, VERSIONS))))
+    written, boottime = doc.get('written'), doc.get('boottime')
+    boot_id, pid = doc.get('boot_id'), doc.get('pid')
+    interval, status = doc.get('sweep_interval'), doc.get('status')
+    require(_number(written), 'bad "written"')
+    require(boottime is None or _number(boottime), 'bad "boottime"')
+    require(boot_id is None or isinstance(boot_id, str), 'bad "boot_id"')
     require(isinstance(interval, int) and not isinstance(interval, bool)
             and interval >= 1, 'bad "sweep_interval"')
-    pid = doc.get('pid')
     require(pid is None or (isinstance(pid, int) and
                             not isinstance(pid, bool)), 'bad "pid"')
-    status = doc.get('status')
     require(isinstance(status, dict) and _plain(status, _DEPTH) and
             isinstance(status.get('state'), str), 'bad "status"')
-    return doc
+    # Each field's type checked above (``require``).
+    return Published(
+        written=typing.cast(float, written),
+        sweep_interval=typing.cast(int, interval),
+        status=typing.cast(dict[str, object], status),
+        boottime=typing.cast(typing.Optional[float], boottime),
+        boot_id=typing.cast(typing.Optional[str], boot_id),
+        pid=typing.cast(typing.Optional[int], pid))
 
 
 def read(state_file: str, proc: str = '/proc',
@@ -137,7 +168,7 @@ def read(state_file: str, proc: str = '/proc',
     ``CLOCK_BOOTTIME`` time to measure the age at (tests)."""
     path = path_for(state_file)
     try:
-        doc = _validate(statefile.read_json(
+        p = from_json(statefile.read_json(
             path, LIMIT, 'isolation status', root_written=True), path)
     except FileNotFoundError:
         return {'state': 'not applied', 'status_written': 0,
@@ -148,22 +179,20 @@ def read(state_file: str, proc: str = '/proc',
     except (OSError, ValueError, RecursionError) as exc:
         return {'state': 'unknown', 'status_written': 0,
                 'status_stale': True, 'error': str(exc)}
-    result: dict[str, typing.Any] = dict(doc['status'])
-    interval = doc['sweep_interval']
-    result.update(status_written=doc['written'],
-                  status_sweep_interval=interval)
+    result: dict[str, typing.Any] = dict(p.status)
+    result.update(status_written=p.written,
+                  status_sweep_interval=p.sweep_interval)
     current = state.boot_id(proc)
-    if doc.get('boot_id') and current and doc['boot_id'] != current:
+    if p.boot_id and current and p.boot_id != current:
         # The reboot undid what it says; nobody published since.
         return {'state': 'not applied', 'earlier_boot': True,
-                'status_written': doc['written'], 'status_stale': True,
-                'status_sweep_interval': interval}
-    if doc.get('boottime') is not None and doc.get('boot_id') and \
-            doc['boot_id'] == current:
-        age = (_boottime() if now is None else now) - doc['boottime']
+                'status_written': p.written, 'status_stale': True,
+                'status_sweep_interval': p.sweep_interval}
+    if p.boottime is not None and p.boot_id and p.boot_id == current:
+        age = (_boottime() if now is None else now) - p.boottime
     else:
-        age = time.time() - doc['written']
+        age = time.time() - p.written
     age = max(0.0, age)
     result['status_age'] = round(age, 1)
-    result['status_stale'] = age > STALE_SWEEPS * interval
+    result['status_stale'] = age > STALE_SWEEPS * p.sweep_interval
     return result

@@ -221,6 +221,33 @@ class TestRead(StatusCase):
             f.write('{"version": 1, "version": 1}')
         self.assertEqual('unknown', self.published()['state'])
 
+    # One document of each version ``statusfile.from_json`` reads, as
+    # that version's agent wrote it.
+    DOCUMENTS = {
+        1: {'version': 1, 'written': 1764150000.5, 'boottime': 5123.4,
+            'boot_id': 'b1', 'sweep_interval': 30, 'pid': 812,
+            'status': {'state': 'applied', 'mode': 'v1', 'confined': 3,
+                       'not_confined': 0,
+                       'slices': {'machine.slice': {'cpus': '0-1'}}}},
+    }
+
+    def test_reads_every_version_it_accepts(self):
+        self.assertEqual(set(statusfile.VERSIONS), set(self.DOCUMENTS))
+        self.assertIn(statusfile.VERSION, statusfile.VERSIONS)
+        for version, doc in self.DOCUMENTS.items():
+            p = statusfile.from_json(doc, 'x')
+            self.assertEqual((1764150000.5, 30, 'b1', 812, 5123.4),
+                             (p.written, p.sweep_interval, p.boot_id, p.pid,
+                              p.boottime), version)
+            self.assertEqual(doc['status'], p.status, version)
+        # This release writes its own version, read back unchanged.
+        p = statusfile.from_json(self.DOCUMENTS[statusfile.VERSION], 'x')
+        self.assertEqual(self.DOCUMENTS[statusfile.VERSION],
+                         statusfile.to_json(p))
+        self.assertRaisesRegex(ValueError, 'x: not a version 1 isolation',
+                               statusfile.from_json,
+                               dict(self.DOCUMENTS[1], version=2), 'x')
+
     def test_never_raises(self):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.isolation.statusfile.read',

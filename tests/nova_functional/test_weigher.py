@@ -93,9 +93,9 @@ computes) fail: nova's default then sends each burst to the one
 emptiest host, which on four hosts at this load sacrifices one host and
 keeps the others within their pools, and keeps more one-to-one than the
 weigher (reference/nova-integration.rst, "Bursts inside nova", has
-them, six computes at load 1.3 over seven seeds, and ten computes over
-five seeds, where bursts of 4 won 4 and bursts of 8 won 5 in vCPUs; the
-fleet model measures bursts on 40 hosts).
+them, six computes at load 1.3 over seven seeds, and ten computes,
+where bursts of 4 won 7 seeds of 10 and bursts of 8 and 16 won 5 of 5
+in vCPUs; the fleet model measures bursts on 40 hosts).
 """
 
 import collections

@@ -109,13 +109,9 @@ def fleet_fill(candidates: typing.Iterable[Candidate]) -> float:
     return used / pool if pool else 0.0
 
 
-def fit_share(candidates: typing.Iterable[Candidate]) -> float:
-    """How much the node's fill counts, 0 to 1, from the candidates'
-    fill."""
-    return _share(fleet_fill(candidates))
-
-
-def _share(fill: float) -> float:
+def fit_share(fill: float) -> float:
+    """How much the node's fill counts, 0 to 1, at the fleet's ``fill``
+    (``fleet_fill``)."""
     return min(1.0, max(0.0, (fill - FIT_START) / (FIT_FULL - FIT_START)))
 
 
@@ -163,7 +159,7 @@ def weights(candidates: typing.Sequence[typing.Optional[Candidate]],
     """The weight of each candidate (None for None: a host that cannot
     be weighed)."""
     fill = fleet_fill(c for c in candidates if c is not None)
-    share = _share(fill)
+    share = fit_share(fill)
     bands = presence(fill, spread_below)
     return [None if c is None else weight(c, share, uuid, bands)
             for c in candidates]

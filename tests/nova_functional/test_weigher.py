@@ -155,10 +155,16 @@ LOAD = float(os.environ.get('NPH_TEST_WEIGHER_LOAD', '1.0'))
 BURST_SEED = int(os.environ.get('NPH_TEST_WEIGHER_BURST_SEED', '7'))
 BURST_LOAD = float(os.environ.get('NPH_TEST_WEIGHER_BURST_LOAD', '1.1'))
 BURST_HOSTS = int(os.environ.get('NPH_TEST_WEIGHER_BURST_HOSTS', '4'))
-# Each entry a burst size, or ``N@H``: bursts of N on H computes.
-BURSTS = [tuple(int(x) for x in (n + '@%d' % BURST_HOSTS).split('@')[:2])
-          for n in os.environ.get('NPH_TEST_WEIGHER_BURSTS',
-                                  '2,4@10').split(',')]
+
+
+def _burst(entry):
+    """A burst size, or ``N@H``: (N, H computes; BURST_HOSTS)."""
+    size, _, hosts = entry.partition('@')
+    return int(size), int(hosts or BURST_HOSTS)
+
+
+BURSTS = [_burst(entry) for entry in os.environ.get(
+    'NPH_TEST_WEIGHER_BURSTS', '2,4@10').split(',')]
 SCHEDULER_WORKERS = 2
 # weigher_spread_below in test_spread_below_leaves_novas_choices, and the
 # load its sequence stops at.
@@ -871,8 +877,6 @@ lambda: False))
         self.assertEqual({weigher.NEUTRAL}, {
             w for call in spread['ours'] for w in call['weights']})
         self.assertEqual(where(default, 'nova'), where(spread, 'spread'))
-
-
 
     def test_summaries_of_other_releases(self):
         """A scheduler of this release and computes of other releases, as

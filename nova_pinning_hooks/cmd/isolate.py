@@ -55,7 +55,7 @@ def _add_parsers(
     sp.add_argument('--format', choices=('text', 'json'), default='text')
 
 
-def status_text(st: dict[str, typing.Any]) -> str:
+def status_text(st: statusfile.Status) -> str:
     """The status dict as lines for people."""
     lines = ['state: %s' % st.get('state')]
     if st.get('earlier_boot'):
@@ -93,7 +93,7 @@ def status_text(st: dict[str, typing.Any]) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def _agent_text(agent: dict[str, typing.Any]) -> str:
+def _agent_text(agent: statusfile.Status) -> str:
     """The status the agent published, in one line."""
     if not agent.get('status_written'):
         return 'agent status: %s' % (agent.get('error') or agent.get('why')
@@ -109,7 +109,7 @@ def _agent_text(agent: dict[str, typing.Any]) -> str:
     return text + ' (a sweep every %s s)' % interval
 
 
-def _pins_text(st: dict[str, typing.Any]) -> list[str]:
+def _pins_text(st: statusfile.Status) -> list[str]:
     """Interrupts, workqueues and irqbalance (``kernelwork.status``)."""
     if 'one_to_one_cpus' not in st:
         return []
@@ -173,7 +173,7 @@ AGENT_KEYS = ('state', 'earlier_boot', 'error', 'why', 'status_written',
               'status_age', 'status_stale', 'status_sweep_interval')
 
 
-def _unknown(st: dict[str, typing.Any]) -> typing.Optional[str]:
+def _unknown(st: statusfile.Status) -> typing.Optional[str]:
     """Why ``st`` says less than it should (the state not read, the
     backend not asked or not read, or some units not), or None."""
     if st.get('state') == 'unknown':
@@ -199,7 +199,8 @@ def _status(conf: cfg.ConfigOpts) -> common.CommandOutput:
     options = config.read(conf)
     st = report.status(options)
     agent = report.published(options)
-    st['agent'] = {k: agent[k] for k in AGENT_KEYS if k in agent}
+    st['agent'] = typing.cast(statusfile.Status, {
+        k: v for k, v in agent.items() if k in AGENT_KEYS})
     if conf.command.format == 'json':
         text = json.dumps(st, indent=1, sort_keys=True) + '\n'
     else:

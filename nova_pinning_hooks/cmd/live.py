@@ -20,6 +20,7 @@ from nova_pinning_hooks.engine import snapshot as snapshot_mod
 from nova_pinning_hooks.engine import summary as summary_mod
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.isolation import report
+from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.observe import endpoint
 from nova_pinning_hooks.observe import httpserve
 from nova_pinning_hooks.observe import metrics
@@ -71,7 +72,7 @@ def cmd_snapshot(conf: cfg.ConfigOpts) -> str:
         rec.close()
 
 
-def _isolation_status(conf: cfg.ConfigOpts) -> dict[str, typing.Any]:
+def _isolation_status(conf: cfg.ConfigOpts) -> statusfile.Status:
     """The host isolation agent's view, as it published it after its
     last sweep (never asks systemd: ``nova-pinning-isolate status``
     does)."""

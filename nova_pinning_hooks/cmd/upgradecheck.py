@@ -392,8 +392,9 @@ class Checks(UpgradeCommands):
                     applied, published.get('status_age', '?'),
                     statusfile.STALE_SWEEPS,
                     published.get('status_sweep_interval'))))
-        trouble = [str(published[key]) for key in ('error', 'backend_error')
-                   if published.get(key)]
+        trouble = [str(why) for why in (published.get('error'),
+                                        published.get('backend_error'))
+                   if why]
         if published.get('state') != 'applied' or trouble:
             return Result(Code.WARNING, '%s; the agent published "%s"%s' % (
                 applied, published.get('state'),

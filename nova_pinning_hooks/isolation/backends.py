@@ -15,6 +15,7 @@ import typing
 from nova_pinning_hooks.isolation import cgroupv1
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.isolation import systemd
 
 
@@ -24,7 +25,7 @@ class Backend(typing.Protocol):
     name: state.CgroupMode  # the mode it is
     moves_processes: bool  # cgroup v1: processes are moved one by one
 
-    def record(self) -> dict[str, typing.Any]:
+    def record(self) -> state.BackendRecord:
         """What the state file keeps to undo this backend's changes."""
 
     def ensure(self, deadline: typing.Optional[float] = None) -> None:
@@ -33,7 +34,7 @@ class Backend(typing.Protocol):
         time)."""
 
     def status(self, timeout: typing.Optional[float] = None
-               ) -> dict[str, typing.Any]:
+               ) -> statusfile.Status:
         """What ``status`` shows of it (never raises), each unit asked
         within ``timeout`` seconds, none after one that was not."""
 

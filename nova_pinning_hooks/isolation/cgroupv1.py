@@ -31,6 +31,7 @@ from nova_pinning_hooks.host import qemuproc
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 
 LOG = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class CgroupV1:
                    s.cpus, s.mems, s.memory_limit_mib, s.paths.proc)
 
     @classmethod
-    def from_record(cls, record: typing.Mapping[str, typing.Any],
+    def from_record(cls, record: state.V1Record,
                     proc: str = '/proc') -> 'CgroupV1':
         """The backend as recorded in a state file (for undo)."""
         return cls(record['cpuset_root'], record['memory_root'],
@@ -98,7 +99,7 @@ class CgroupV1:
 
     # -- the group ------------------------------------------------------
 
-    def record(self) -> dict[str, typing.Any]:
+    def record(self) -> state.V1Record:
         """What exists before we change anything (goes in the state)."""
         # None: not ours to decide yet (no memory limit so far); a later
         # apply with a limit fills it in.
@@ -154,7 +155,7 @@ class CgroupV1:
         except (OSError, ValueError):
             return []
 
-    def remove(self, record: typing.Mapping[str, typing.Any]) -> list[str]:
+    def remove(self, record: state.V1Record) -> list[str]:
         """Remove the groups we created; give back the previous settings
         of groups that existed before. A list of what failed."""
         failed: list[str] = []
@@ -226,8 +227,7 @@ class CgroupV1:
         LOG.info('isolation: cgroup %s is gone; using the root', d)
         return root
 
-    def move_back(self, pid: int,
-                  entry: typing.Mapping[str, typing.Any]) -> bool:
+    def move_back(self, pid: int, entry: state.Moved) -> bool:
         """Back to the recorded origin (the root if it is gone)."""
         ok = self._join(self._dir_or_root(self.cpuset_root,
                                           entry.get('cpuset')), pid)
@@ -247,7 +247,7 @@ class CgroupV1:
         return self._join(self._dir_or_root(self.memory_root, origin), pid)
 
     def status(self, timeout: typing.Optional[float] = None
-               ) -> dict[str, typing.Any]:
+               ) -> statusfile.Status:
         """The group as the kernel has it (cgroupfs reads: ``timeout``
         is not needed)."""
         exists = os.path.isdir(self.dir)

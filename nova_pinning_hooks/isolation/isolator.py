@@ -85,18 +85,20 @@ class _NoWatcher:
         pass
 
 
-def _fill(old: dict[str, typing.Any],
-          fresh: typing.Mapping[str, typing.Any]) -> None:
+def _fill(old: typing.Mapping[str, object],
+          fresh: typing.Mapping[str, object]) -> None:
     """Complete a recorded backend state with what it lacks (new
     options since the first apply); what was recorded first wins."""
+    into = typing.cast(dict[str, object], old)  # a record: JSON's dict
     for key, value in fresh.items():
-        if isinstance(value, dict) and isinstance(old.get(key), dict):
-            _fill(old[key], value)
-        elif old.get(key) is None:
-            old[key] = value
+        now = into.get(key)
+        if isinstance(value, dict) and isinstance(now, dict):
+            _fill(now, value)
+        elif now is None:
+            into[key] = value
 
 
-def _same_setup(recorded: dict[str, typing.Any],
+def _same_setup(recorded: state.State,
                 settings: config.Settings) -> None:
     """Refuse to apply over a state recorded with another setup."""
     mode, modes = recorded['mode'], state.CgroupMode
@@ -105,12 +107,12 @@ def _same_setup(recorded: dict[str, typing.Any],
         then, now = 'cgroup_mode ' + mode, settings.mode
     elif mode == modes.V1 and \
             recorded['v1'].get('group') != settings.group_name:
-        then, now = 'group_name ' + recorded['v1'].get('group'), \
+        then, now = 'group_name %s' % recorded['v1'].get('group'), \
             settings.group_name
-    elif mode == modes.SYSTEMD and \
-            sorted(recorded['systemd']['slices']) != sorted(settings.slices):
-        then, now = 'slices ' + ','.join(recorded['systemd']['slices']), \
-            ','.join(settings.slices)
+    elif mode == modes.SYSTEMD and sorted(
+            recorded['systemd'].get('slices', [])) != sorted(settings.slices):
+        then, now = 'slices ' + ','.join(
+            recorded['systemd'].get('slices', [])), ','.join(settings.slices)
     if then:
         raise config.ConfigError(
             'isolation was applied with %s (state file %s), now %s: run '
@@ -126,7 +128,7 @@ class Isolator:
         self.settings = config.load(options, paths)
         self.backend: backends.Backend = backends.backend_for(self.settings)
         self.proc = paths.proc
-        self.state: typing.Optional[dict[str, typing.Any]] = None
+        self.state: typing.Optional[state.State] = None
         self.lock = state.Lock(self.settings.state_file)
         # Why ``watch`` confines nothing more now (nova's CPU sets), or
         # None while it may.
@@ -151,7 +153,8 @@ class Isolator:
             st = {'version': state.VERSION, 'mode': s.mode, 'moved': {}}
         else:
             _same_setup(st, s)
-        _fill(st.setdefault(s.mode, {}), fresh)
+        _fill(st.setdefault('v1', {}) if s.mode == state.CgroupMode.V1
+              else st.setdefault('systemd', {}), fresh)
         st['cpus'] = cpuset.format(s.cpus)
         st['boot_id'] = state.boot_id(self.proc)
         state.save(s.state_file, st)  # before the first change
@@ -230,9 +233,9 @@ class Isolator:
             groups.get('memory') in self.settings.rules.move_from
 
     def _entry(self, p: procfs.Proc,
-               groups: typing.Mapping[str, str]) -> dict[str, typing.Any]:
-        entry: dict[str, typing.Any] = {'comm': p.comm, 'start': p.start,
-                                        'cpuset': groups['cpuset']}
+               groups: typing.Mapping[str, str]) -> state.Moved:
+        entry: state.Moved = {'comm': p.comm, 'start': p.start,
+                              'cpuset': groups['cpuset']}
         if self._memory_movable(groups):
             entry['memory'] = groups['memory']
         affinity = self._mover.narrow_affinity(p.pid, groups['cpuset'])

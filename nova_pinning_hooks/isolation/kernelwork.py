@@ -28,6 +28,7 @@ from oslo_log import log as logging
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.isolation.kernel import interrupts
 from nova_pinning_hooks.isolation.kernel import irqbalance
 from nova_pinning_hooks.isolation.kernel import pinmap
@@ -40,7 +41,7 @@ KEEP_READING = 600.0  # seconds a previous reading of counts stays usable
 class _Saver:
     """Saves the state when its content changed since the last save."""
 
-    def __init__(self, path: str, st: dict[str, typing.Any]) -> None:
+    def __init__(self, path: str, st: state.State) -> None:
         self.path, self.st = path, st
         self.last = json.dumps(st, sort_keys=True)
 
@@ -52,7 +53,7 @@ class _Saver:
 
 
 def follow(settings: config.Settings,
-           st: typing.Optional[dict[str, typing.Any]]) -> None:
+           st: typing.Optional[state.State]) -> None:
     """Keep interrupts, workqueues and irqbalance off the one-to-one
     CPUs in force. Never raises."""
     if st is None or not (settings.interrupts or settings.workqueues):
@@ -93,27 +94,34 @@ def follow(settings: config.Settings,
         LOG.error('isolation: cannot save the state: %s', exc)
 
 
-def restore(st: dict[str, typing.Any],
-            paths: config.HostPaths) -> list[str]:
-    """Undo every part; the failures (a list of messages)."""
-    failures = []
-    undos: tuple[tuple[str, typing.Callable[[typing.Any], list[str]]],
-                 ...] = (
-        ('irqbalance', lambda r: irqbalance.restore(
-            r, paths.proc, paths.irqbalance_run)),
-        ('interrupts', lambda r: interrupts.restore(r, paths.proc)),
-        ('workqueue', lambda r: workqueue.restore(r, paths.workqueue_mask)))
-    for name, undo in undos:
-        record = st.get(name)
+def restore(st: state.State, paths: config.HostPaths) -> list[str]:
+    """Undo every part; the failures (a list of messages). A part
+    restored whole leaves the state."""
+    failures: list[str] = []
+
+    def undo(name: str, record: typing.Optional[typing.Mapping[str, object]],
+             step: typing.Callable[[], list[str]]) -> bool:
+        """Whether the part is all undone (nothing left to record)."""
         if not record:
-            continue
+            return False
         try:
-            failures += undo(record)
+            failures.extend(step())
         except Exception as exc:
             LOG.exception('isolation: undo of %s failed', name)
             failures.append('%s: %s: %s' % (name, type(exc).__name__, exc))
-        if not record:
-            del st[name]
+        return not record
+
+    ib, irq, wq = st.get('irqbalance'), st.get('interrupts'), \
+        st.get('workqueue')
+    if ib is not None and undo('irqbalance', ib, lambda: irqbalance.restore(
+            ib, paths.proc, paths.irqbalance_run)):
+        del st['irqbalance']
+    if irq is not None and undo('interrupts', irq, lambda: interrupts.restore(
+            irq, paths.proc)):
+        del st['interrupts']
+    if wq is not None and undo('workqueue', wq, lambda: workqueue.restore(
+            wq, paths.workqueue_mask)):
+        del st['workqueue']
     return failures
 
 
@@ -152,14 +160,14 @@ def _sample(proc: str, seconds: float,
 
 
 def status(settings: config.Settings,
-           st: typing.Optional[dict[str, typing.Any]],
+           st: typing.Optional[state.State],
            sample_seconds: float, wait: bool = True
-           ) -> dict[str, typing.Any]:
+           ) -> statusfile.Status:
     """What ``status`` shows of these parts (keys in report.py);
     ``wait``: as ``_sample``'s."""
     paths = settings.paths
     one_to_one = pinmap.read(paths.qemu_run, paths.proc)
-    result: dict[str, typing.Any] = {
+    result: statusfile.Status = {
         'one_to_one_cpus': cpuset.format(one_to_one),
         'interrupts_enabled': settings.interrupts,
         'workqueues_enabled': settings.workqueues}

@@ -1,4 +1,5 @@
-"""``status``: what isolation looks like on this host, as a plain dict.
+"""``status``: what isolation looks like on this host, as a plain dict
+(``statusfile.Status``).
 
 Read-only and never raises. Three ways to it:
 
@@ -59,7 +60,7 @@ from nova_pinning_hooks.isolation import statusfile
 LOG = logging.getLogger(__name__)
 
 
-def _recorded(path: str, proc: str) -> dict[str, typing.Any]:
+def _recorded(path: str, proc: str) -> statusfile.Status:
     try:
         st = state.load(path)
     except state.StateError as exc:
@@ -73,7 +74,7 @@ def _recorded(path: str, proc: str) -> dict[str, typing.Any]:
             'recorded_processes': len(st['moved'])}
 
 
-def _processes(settings: config.Settings) -> dict[str, typing.Any]:
+def _processes(settings: config.Settings) -> statusfile.Status:
     counts: collections.Counter[str] = collections.Counter()
     for _, verdict, _ in classify.scan(settings.rules, settings.paths.proc):
         counts[verdict] += 1
@@ -85,8 +86,8 @@ def _processes(settings: config.Settings) -> dict[str, typing.Any]:
 
 def _live(options: config.Options, settings: config.Settings,
           backend: backends.Backend, timeout: typing.Optional[float],
-          wait: bool = True) -> dict[str, typing.Any]:
-    result: dict[str, typing.Any] = {
+          wait: bool = True) -> statusfile.Status:
+    result: statusfile.Status = {
         'mode': settings.mode, 'reserved_cpus': cpuset.format(settings.cpus)}
     try:
         result.update(backend.status(timeout))
@@ -100,7 +101,7 @@ def _live(options: config.Options, settings: config.Settings,
 
 def _status(options: config.Options, paths: config.HostPaths,
             nova_sets: typing.Optional[config.NovaSets],
-            timeout: typing.Optional[float]) -> dict[str, typing.Any]:
+            timeout: typing.Optional[float]) -> statusfile.Status:
     result = _recorded(options.state_file, paths.proc)
     try:
         settings = config.load(options, paths, nova_sets)
@@ -115,7 +116,7 @@ def _status(options: config.Options, paths: config.HostPaths,
 
 
 def _pins(options: config.Options, settings: config.Settings,
-          wait: bool = True) -> dict[str, typing.Any]:
+          wait: bool = True) -> statusfile.Status:
     try:
         st = state.load(settings.state_file)
         if st is not None and state.from_earlier_boot(st,
@@ -133,7 +134,7 @@ def _pins(options: config.Options, settings: config.Settings,
 
 def status(options: config.Options, paths: config.HostPaths = config.HOST,
            nova_sets: typing.Optional[config.NovaSets] = None,
-           timeout: typing.Optional[float] = None) -> dict[str, typing.Any]:
+           timeout: typing.Optional[float] = None) -> statusfile.Status:
     """The isolation state, asked of the backend now (see the module
     doc); never raises. ``nova_sets``: as ``config.load``'s. systemd is
     given ``timeout`` seconds a unit (default ``[nova_pinning_isolation]
@@ -149,7 +150,7 @@ def status(options: config.Options, paths: config.HostPaths = config.HOST,
 
 
 def agent_status(options: config.Options, settings: config.Settings,
-                 backend: backends.Backend) -> dict[str, typing.Any]:
+                 backend: backends.Backend) -> statusfile.Status:
     """``status`` as the agent sees it, through its own backend (one
     connection to systemd), for ``statusfile.write``; never raises."""
     try:
@@ -166,7 +167,7 @@ def agent_status(options: config.Options, settings: config.Settings,
 
 
 def published(options: config.Options,
-              paths: config.HostPaths = config.HOST) -> dict[str, typing.Any]:
+              paths: config.HostPaths = config.HOST) -> statusfile.Status:
     """What the agent published after its last sweep
     (``published_in``, from ``[nova_pinning_isolation] state_file``).
     Never raises."""
@@ -175,7 +176,7 @@ def published(options: config.Options,
 
 def published_in(state_file: str,
                  paths: config.HostPaths = config.HOST
-                 ) -> dict[str, typing.Any]:
+                 ) -> statusfile.Status:
     """What the agent published after its last sweep in ``state_file``
     (``statusfile.read``): one small file, never systemd. Never
     raises."""

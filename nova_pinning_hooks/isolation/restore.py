@@ -75,8 +75,8 @@ class UndoResult(typing.NamedTuple):
     earlier_boot: bool = False   # the state was left by an earlier boot
 
 
-def _undo_v1(record: dict[str, typing.Any],
-             moved: dict[str, dict[str, typing.Any]], proc: str,
+def _undo_v1(record: state.V1Record,
+             moved: dict[str, state.Moved], proc: str,
              configured: typing.Optional[str] = None
              ) -> tuple[int, int, list[str]]:
     backend = cgroupv1.CgroupV1.from_record(record, proc)
@@ -86,7 +86,8 @@ def _undo_v1(record: dict[str, typing.Any],
     ours = {backend.path}
     if configured:
         ours.add('/' + configured)
-    restored, others, origins = 0, 0, {}
+    restored, others = 0, 0
+    origins: dict[int, state.Moved] = {}
     for key, entry in sorted(moved.items(), key=lambda kv: int(kv[0])):
         pid = int(key)
         if procfs.same(pid, entry['start'], proc) is None:
@@ -100,7 +101,7 @@ def _undo_v1(record: dict[str, typing.Any],
     for memory in (False, True):
         for pid in backend.members(memory=memory):
             p = procfs.read(pid, proc)
-            parent = origins.get(p.ppid, {}) if p else {}
+            parent: state.Moved = origins.get(p.ppid, {}) if p else {}
             if memory:
                 backend.move_memory_back(pid, parent.get('memory'))
             else:
@@ -114,7 +115,7 @@ def _undo_v1(record: dict[str, typing.Any],
     return restored, others, failures
 
 
-def _undo_systemd(record: dict[str, typing.Any], paths: config.HostPaths,
+def _undo_systemd(record: state.SystemdRecord, paths: config.HostPaths,
                   reserved: typing.Optional[str] = None
                   ) -> tuple[int, int, list[str]]:
     # systemctl, or systemd's D-Bus API where there is none.
@@ -138,14 +139,16 @@ def _fallback(opts: config.Options, paths: config.HostPaths,
     if mode == state.CgroupMode.SYSTEMD:
         if not why:
             return UndoResult(None, 0, 0, ())  # never applied here
-        record = {'slices': list(opts.slices), 'previous': {
-            unit: {'AllowedCPUs': ''} for unit in opts.slices}}
-        restored, _, failed = _undo_systemd(record, paths)
+        units: state.SystemdRecord = {
+            'slices': list(opts.slices),
+            'previous': {unit: {'AllowedCPUs': ''} for unit in opts.slices}}
+        restored, _, failed = _undo_systemd(units, paths)
         return UndoResult(mode, restored, 0, tuple(failures + failed))
-    record = {'cpuset_root': os.path.join(opts.cgroup_root, 'cpuset'),
-              'memory_root': os.path.join(opts.cgroup_root, 'memory'),
-              'group': opts.group_name,
-              'created': {'cpuset': True, 'memory': True}}
+    record: state.V1Record = {
+        'cpuset_root': os.path.join(opts.cgroup_root, 'cpuset'),
+        'memory_root': os.path.join(opts.cgroup_root, 'memory'),
+        'group': opts.group_name,
+        'created': {'cpuset': True, 'memory': True}}
     backend = cgroupv1.CgroupV1.from_record(record, paths.proc)
     if not (os.path.isdir(backend.dir) or os.path.isdir(backend.memory_dir)):
         return UndoResult(None, 0, 0, tuple(failures))
@@ -153,15 +156,15 @@ def _fallback(opts: config.Options, paths: config.HostPaths,
     return UndoResult(mode, 0, others, tuple(failures + failed))
 
 
-def _still_confined(st: dict[str, typing.Any], proc: str,
+def _still_confined(st: state.State, proc: str,
                     configured: typing.Optional[str] = None
-                    ) -> dict[str, dict[str, typing.Any]]:
+                    ) -> dict[str, state.Moved]:
     """Recorded processes still in the recorded (or the configured)
     host group."""
     groups = {'/' + st.get('v1', {}).get('group', '')}
     if configured:
         groups.add('/' + configured)
-    keep = {}
+    keep: dict[str, state.Moved] = {}
     for key, entry in st['moved'].items():
         if procfs.same(int(key), entry['start'], proc) is not None and \
                 (procfs.cgroups(int(key), proc) or {}).get('cpuset') in groups:
@@ -169,7 +172,7 @@ def _still_confined(st: dict[str, typing.Any], proc: str,
     return keep
 
 
-def _restore(st: dict[str, typing.Any], paths: config.HostPaths,
+def _restore(st: state.State, paths: config.HostPaths,
              configured: typing.Optional[str] = None
              ) -> tuple[int, int, list[str]]:
     # Interrupts, workqueues and irqbalance first: they never depend on

@@ -1,7 +1,8 @@
 """The isolation state file: what the agent changed, so ``undo`` can put
 it back, even after the agent crashed or the configuration changed.
 
-Content (JSON, version 1)::
+Content (JSON, version 1; ``State``, read by ``from_json`` and written by
+``to_json``)::
 
     {"version": 1, "mode": "v1" | "systemd", "cpus": "0",
      "boot_id": "<the kernel's boot id when it was applied>",
@@ -58,8 +59,14 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.host import safefs
 from nova_pinning_hooks.host import statefile
+from nova_pinning_hooks.isolation.kernel import interrupts
+from nova_pinning_hooks.isolation.kernel import irqbalance
+from nova_pinning_hooks.isolation.kernel import workqueue
 
 VERSION = 1
+# Every version ``from_json`` reads (tests/unit/isolation/test_state.py
+# reads one of each).
+VERSIONS = (1,)
 
 
 class CgroupMode(names.Name):
@@ -72,6 +79,52 @@ class CgroupMode(names.Name):
 
 RECORDED = (CgroupMode.V1, CgroupMode.SYSTEMD)
 BOOT_ID_LIMIT = 64
+
+
+class V1Record(typing.TypedDict, total=False):
+    """The cgroup v1 backend's group, and what was there before it."""
+
+    cpuset_root: str
+    memory_root: str
+    group: str
+    created: dict[str, typing.Optional[bool]]  # by controller
+    previous: dict[str, str]  # by cgroup file
+
+
+class SystemdRecord(typing.TypedDict, total=False):
+    """The systemd backend's slices, and their properties before."""
+
+    slices: list[str]
+    previous: dict[str, dict[str, str]]  # unit -> property -> value
+
+
+BackendRecord = typing.Union[V1Record, SystemdRecord]
+
+
+class Moved(typing.TypedDict, total=False):
+    """A process moved into the host group (cgroup v1), and from where."""
+
+    comm: str
+    start: int  # with the pid, which process it is
+    cpuset: typing.Optional[str]
+    memory: typing.Optional[str]
+    affinity: dict[str, str]  # thread -> its CPU list before
+
+
+class State(typing.TypedDict, total=False):
+    """The file's content (the module's docstring)."""
+
+    version: int
+    mode: str  # one of RECORDED
+    cpus: typing.Optional[str]
+    boot_id: typing.Optional[str]
+    v1: V1Record
+    systemd: SystemdRecord
+    moved: dict[str, Moved]  # by pid
+    one_to_one: str
+    interrupts: interrupts.Record
+    workqueue: workqueue.Record
+    irqbalance: irqbalance.Record
 
 
 class StateError(Exception):
@@ -143,11 +196,25 @@ def _validate_systemd(record: object, path: str) -> None:
              all(isinstance(x, str) for x in slices), path, 'bad "slices"')
 
 
-def _validate(state: object, path: str) -> dict[str, typing.Any]:
+def from_json(doc: object, path: str) -> State:
+    """The state in a file's JSON (``doc``, ``RETRY_KEY`` at the top
+    level), every field checked; ``StateError`` naming ``path``."""
+    return _validate(_from_disk(doc), path)
+
+
+def to_json(st: State) -> dict[str, object]:
+    """The file's JSON of a state (``RETRY_KEY`` at the top level)."""
+    return _to_disk(st)
+
+
+def _validate(state: object, path: str) -> State:
     if not isinstance(state, dict) or state.get('version') != VERSION or \
             isinstance(state.get('version'), bool):
         raise StateError('%s: not a version %d isolation state'
                          % (path, VERSION))
+    # From here on its keys are checked one by one (a file, not yet a
+    # State until the end).
+    state = typing.cast(dict[str, typing.Any], state)
     mode = state.get('mode')
     if mode not in RECORDED:
         raise StateError('%s: unknown mode %r' % (path, mode))
@@ -174,7 +241,7 @@ def _validate(state: object, path: str) -> dict[str, typing.Any]:
         for key in ('cpuset', 'memory'):
             if info.get(key) is not None:
                 _check_path(info[key], '%s: pid %s' % (path, pid))
-    return state
+    return typing.cast(State, state)
 
 
 def _validate_pins(state: dict[str, typing.Any], path: str) -> None:
@@ -251,7 +318,7 @@ def boot_id(proc: str = '/proc') -> typing.Optional[str]:
     return text.decode('ascii', 'replace').strip() or None
 
 
-def from_earlier_boot(st: dict[str, typing.Any],
+def from_earlier_boot(st: State,
                       proc: str = '/proc') -> bool:
     """True if ``st`` was written before the last reboot."""
     recorded = st.get('boot_id')
@@ -286,19 +353,19 @@ def _from_disk(state: object) -> object:
     return state
 
 
-def _to_disk(state: dict[str, typing.Any]) -> dict[str, typing.Any]:
+def _to_disk(state: State) -> dict[str, object]:
     """The irqbalance record's retry fields under ``RETRY_KEY``."""
+    out: dict[str, object] = dict(state)
     ib = state.get('irqbalance')
-    if not isinstance(ib, dict) or not any(k in ib for k in _RETRY_FIELDS):
-        return state
-    out = dict(state)
+    if ib is None or not any(k in ib for k in _RETRY_FIELDS):
+        return out
     out['irqbalance'] = {k: v for k, v in ib.items()
                          if k not in _RETRY_FIELDS}
-    out[RETRY_KEY] = {k: ib[k] for k in _RETRY_FIELDS if k in ib}
+    out[RETRY_KEY] = {k: v for k, v in ib.items() if k in _RETRY_FIELDS}
     return out
 
 
-def load(path: str) -> typing.Optional[dict[str, typing.Any]]:
+def load(path: str) -> typing.Optional[State]:
     """The recorded state, or None if there is none; StateError if the
     file is corrupt or could have been written by someone else."""
     try:
@@ -311,13 +378,13 @@ def load(path: str) -> typing.Optional[dict[str, typing.Any]]:
                          % (path, exc.strerror or exc)) from None
     except (ValueError, RecursionError) as exc:
         raise StateError('%s is corrupt: %s' % (path, exc)) from None
-    return _validate(_from_disk(state), path)
+    return from_json(state, path)
 
 
-def save(path: str, state: dict[str, typing.Any]) -> None:
+def save(path: str, state: State) -> None:
     """Write the state (under the lock: stale temporaries go first)."""
     safefs.remove_stale_temporaries(path)
-    statefile.write_json(path, _to_disk(state), mode=0o600)
+    statefile.write_json(path, to_json(state), mode=0o600)
 
 
 def remove(path: str) -> None:

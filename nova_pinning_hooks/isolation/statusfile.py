@@ -62,6 +62,56 @@ MODE = 0o644
 _DEPTH = 3  # status -> slices -> unit -> property
 
 
+class IrqbalanceSeen(typing.TypedDict):
+    """The running irqbalance, and the CPUs it was told (None: none)."""
+
+    pid: int
+    told: typing.Optional[str]
+
+
+class Status(typing.TypedDict, total=False):
+    """What ``status`` shows (``report``; the keys are described there),
+    and what ``read`` adds to what the agent published."""
+
+    state: str
+    earlier_boot: bool
+    why: str
+    error: str
+    paused: str
+    mode: str
+    reserved_cpus: str
+    applied_mode: str
+    applied_cpus: typing.Optional[str]
+    recorded_processes: int
+    group: str
+    group_exists: bool
+    group_cpus: typing.Optional[str]
+    group_processes: int
+    confined: int
+    not_confined: int
+    kept: dict[str, int]
+    slices: dict[str, dict[str, str]]
+    units_unknown: int
+    systemd_through: str
+    backend_error: str
+    one_to_one_cpus: str
+    interrupts_enabled: bool
+    workqueues_enabled: bool
+    irqs_on_one_to_one: int
+    irqs_moved: int
+    irqs_refused: int
+    irqs_firing_on_one_to_one: dict[str, int]
+    irq_sample_seconds: float
+    workqueue_cpus: str
+    irqbalance: IrqbalanceSeen
+    pins_error: str
+    status_written: float
+    status_age: float
+    status_stale: bool
+    status_sweep_interval: int
+    agent: 'Status'  # nova-pinning-isolate status: the published one
+
+
 def path_for(state_file: str) -> str:
     """Where the status is published: beside the state file, named
     after it (``isolation.json`` -> ``isolation.status.json``)."""
@@ -79,7 +129,7 @@ class Published:
 
     written: float  # Unix time
     sweep_interval: int  # the agent's, in seconds
-    status: typing.Mapping[str, object]  # report.py's keys
+    status: Status
     boottime: typing.Optional[float] = None  # CLOCK_BOOTTIME then
     boot_id: typing.Optional[str] = None  # the kernel's boot id then
     pid: typing.Optional[int] = None
@@ -93,7 +143,7 @@ def to_json(p: Published) -> dict[str, object]:
             'status': dict(p.status)}
 
 
-def write(state_file: str, status: typing.Mapping[str, typing.Any],
+def write(state_file: str, status: Status,
           sweep_interval: int, proc: str = '/proc') -> None:
     """Publish ``status`` (under the agent's lock). Raises ``OSError``
     when it cannot be written safely."""
@@ -153,14 +203,14 @@ def from_json(doc: object, path: str) -> Published:
     return Published(
         written=typing.cast(float, written),
         sweep_interval=typing.cast(int, interval),
-        status=typing.cast(dict[str, object], status),
+        status=typing.cast(Status, status),
         boottime=typing.cast(typing.Optional[float], boottime),
         boot_id=typing.cast(typing.Optional[str], boot_id),
         pid=typing.cast(typing.Optional[int], pid))
 
 
 def read(state_file: str, proc: str = '/proc',
-         now: typing.Optional[float] = None) -> dict[str, typing.Any]:
+         now: typing.Optional[float] = None) -> Status:
     """What the agent published, as report.py's dict, with
     ``status_written`` (Unix time, 0: nothing published),
     ``status_age`` (seconds), ``status_stale`` and
@@ -179,9 +229,9 @@ def read(state_file: str, proc: str = '/proc',
     except (OSError, ValueError, RecursionError) as exc:
         return {'state': 'unknown', 'status_written': 0,
                 'status_stale': True, 'error': str(exc)}
-    result: dict[str, typing.Any] = dict(p.status)
-    result.update(status_written=p.written,
-                  status_sweep_interval=p.sweep_interval)
+    result = p.status.copy()
+    result.update({'status_written': p.written,
+                   'status_sweep_interval': p.sweep_interval})
     current = state.boot_id(proc)
     if p.boot_id and current and p.boot_id != current:
         # The reboot undid what it says; nobody published since.

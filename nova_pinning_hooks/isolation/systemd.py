@@ -50,6 +50,7 @@ from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import BackendUnreachable
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import state
+from nova_pinning_hooks.isolation import statusfile
 from nova_pinning_hooks.isolation import systemdbus
 
 LOG = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class Systemd:
             props['AllowedMemoryNodes'] = cpuset.format(self.mems)
         return props
 
-    def record(self) -> dict[str, typing.Any]:
+    def record(self) -> state.SystemdRecord:
         previous: dict[str, dict[str, str]] = {}
         for unit in self.slices:
             now = self.show(unit)
@@ -196,7 +197,7 @@ class Systemd:
             LOG.info('isolation: %s confined to CPUs %s', unit,
                      cpuset.format(self.cpus))
 
-    def restore(self, record: typing.Mapping[str, typing.Any],
+    def restore(self, record: state.SystemdRecord,
                 reserved: typing.Optional[frozenset[int]] = None
                 ) -> list[str]:
         """Give every recorded unit its previous values back; a list of
@@ -254,7 +255,7 @@ class Systemd:
                                          cpuset.format(cpus)))
 
     def status(self, timeout: typing.Optional[float] = None
-               ) -> dict[str, typing.Any]:
+               ) -> statusfile.Status:
         """The units as systemd reports them, each asked within
         ``timeout`` seconds: once systemd did not answer one in time,
         the units after it are not asked (each says so), so a hung

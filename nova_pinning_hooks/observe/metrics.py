@@ -84,7 +84,7 @@ class HostView:
     sample: typing.Optional[hostport.VcpuSample] = None
     ratio_source: typing.Optional[str] = None
     # isolation.report.published(): the agent's status, never systemd
-    isolation: typing.Optional[dict[str, typing.Any]] = None
+    isolation: typing.Optional[statusfile.Status] = None
     # {'written', 'boot'} (Unix times; written 0: missing or unusable),
     # None when [nova_pinning] allocation_ratio stands in for the file
     overcommit: typing.Optional[dict[str, float]] = None
@@ -323,10 +323,12 @@ class _Collector:
         # read 0, not "No data". systemd counts units, v1 processes.
         unit = 'units' if (iso.get('applied_mode') or
                            iso.get('mode')) == 'systemd' else 'processes'
-        for key, what in (('confined', 'confined to the reserved CPUs'),
-                          ('not_confined', 'that should be confined but '
-                                           'are not')):
-            value = iso.get(key) or 0
+        for key, value, what in (
+                ('confined', iso.get('confined'),
+                 'confined to the reserved CPUs'),
+                ('not_confined', iso.get('not_confined'),
+                 'that should be confined but are not')):
+            value = value or 0
             family = core.GaugeMetricFamily(
                 PREFIX + 'isolation_%s_%s' % (key, unit),
                 'Host %s %s.' % (unit, what))

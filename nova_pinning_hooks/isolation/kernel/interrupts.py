@@ -7,7 +7,8 @@ CPU minus them (the reserved CPUs and the pool CPUs no one-to-one vCPU
 holds). It writes ``/proc/irq/N/smp_affinity_list`` only where that
 differs; ``restore(record, proc)`` writes every recorded original back.
 
-``record`` is the ``interrupts`` part of the isolation state::
+``record`` is the ``interrupts`` part of the isolation state
+(``Record``)::
 
     {"moved": {"<irq>": {"original": "0-7", "set": "0-3"}},
      "refused": {"<irq>": "Input/output error"}}
@@ -42,6 +43,20 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import safefs
 
 LOG = logging.getLogger(__name__)
+
+
+class Move(typing.TypedDict):
+    """One interrupt moved: its own CPU set and the one it was given."""
+
+    original: str
+    set: str
+
+
+class Record(typing.TypedDict, total=False):
+    """The ``interrupts`` part of the isolation state, by irq number."""
+
+    moved: dict[str, Move]
+    refused: dict[str, str]  # why the kernel refused
 
 SMALL_LIMIT = 65536          # one interrupt's affinity list
 INTERRUPTS_LIMIT = 64 << 20  # /proc/interrupts of a very large host
@@ -98,7 +113,7 @@ def _why(exc: OSError) -> str:
     return why
 
 
-def _plan(record: dict[str, dict[str, typing.Any]],
+def _plan(record: Record,
           one_to_one: frozenset[int], online: frozenset[int],
           proc: str) -> list[tuple[int, frozenset[int], bool]]:
     """[(irq, new set, entry was new)], the record updated ahead."""
@@ -142,7 +157,7 @@ def _plan(record: dict[str, dict[str, typing.Any]],
     return plan
 
 
-def follow(record: dict[str, dict[str, typing.Any]],
+def follow(record: Record,
            one_to_one: frozenset[int], online: frozenset[int],
            proc: str = '/proc',
            save: typing.Optional[typing.Callable[[], None]] = None
@@ -187,7 +202,7 @@ def follow(record: dict[str, dict[str, typing.Any]],
     return written, len(failed)
 
 
-def restore(record: dict[str, dict[str, typing.Any]],
+def restore(record: Record,
             proc: str = '/proc') -> list[str]:
     """Write every recorded original set back; the failures (a list of
     messages). Restored and vanished interrupts leave the record."""

@@ -14,8 +14,9 @@ that socket falls back to an abstract name nobody can find; it is then
 told nothing, and the agent's own writes keep the interrupts off (it
 says so once).
 
-``record`` is the ``irqbalance`` part of the isolation state:
-``{"pid": 812, "start": 1234, "original": "0", "told": "0,4-5"}``.
+``record`` is the ``irqbalance`` part of the isolation state
+(``Record``): ``{"pid": 812, "start": 1234, "original": "0", "told":
+"0,4-5"}``.
 
 Invariants:
 
@@ -45,6 +46,23 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.host import procfs
 
 LOG = logging.getLogger(__name__)
+
+
+class Record(typing.TypedDict, total=False):
+    """The ``irqbalance`` part of the isolation state."""
+
+    pid: int  # the irqbalance told (with its start time)
+    start: int
+    original: str  # the CPUs it banned of its own choice
+    told: str  # the CPUs it was told to ban
+    failed: str  # the one-to-one CPUs it could not be told
+    retry_at: float  # after a timeout: when to try again
+    retries: int
+
+
+def _clear(record: Record) -> None:
+    # Every key of the record is optional (TypedDict has no clear()).
+    typing.cast(dict[str, object], record).clear()
 
 RUN_DIR = '/run/irqbalance'
 COMM = 'irqbalance'
@@ -117,7 +135,7 @@ def tell(path: str, cpus: typing.Optional[frozenset[int]],
         'NULL' if cpus is None else cpuset.format(cpus)), timeout=timeout)
 
 
-def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
+def follow(record: Record, one_to_one: frozenset[int],
            proc: str = '/proc', run_dir: str = RUN_DIR,
            save: typing.Optional[typing.Callable[[], None]] = None
            ) -> typing.Optional[bool]:
@@ -130,13 +148,13 @@ def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
             LOG.info('isolation: irqbalance (pid %s) is gone; interrupts '
                      'are kept off the one-to-one CPUs by the agent alone',
                      record['pid'])
-            record.clear()
+            _clear(record)
             if save is not None:
                 save()
         return None
     if (record.get('pid'), record.get('start')) != (p.pid, p.start):
-        record.clear()  # a new irqbalance knows nothing of ours
-        record.update(pid=p.pid, start=p.start)
+        _clear(record)  # a new irqbalance knows nothing of ours
+        record.update({'pid': p.pid, 'start': p.start})
     path = socket_path(p.pid, run_dir)
     key = cpuset.format(one_to_one) or '-'
     now = clock()
@@ -190,7 +208,7 @@ def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
     return True
 
 
-def _retry_due(record: dict[str, typing.Any], now: float) -> bool:
+def _retry_due(record: Record, now: float) -> bool:
     """A failure that timed out is tried again once its time came (or
     at once when the clock went back past its wait)."""
     retry_at = record.get('retry_at')
@@ -199,19 +217,19 @@ def _retry_due(record: dict[str, typing.Any], now: float) -> bool:
     return now >= retry_at or retry_at - now > RETRY_MAX
 
 
-def restore(record: dict[str, typing.Any], proc: str = '/proc',
+def restore(record: Record, proc: str = '/proc',
             run_dir: str = RUN_DIR) -> list[str]:
     """Give the recorded irqbalance its own choice back; failures."""
     told = record.get('told')
     p = find(proc)
     if not told or p is None or (p.pid, p.start) != (record.get('pid'),
                                                      record.get('start')):
-        record.clear()  # never told, or it restarted: it forgot
+        _clear(record)  # never told, or it restarted: it forgot
         return []
     try:
         tell(socket_path(p.pid, run_dir), None)
     except OSError as exc:
         return ['irqbalance (pid %d): cannot give it its banned CPUs back: '
                 '%s' % (p.pid, exc.strerror or exc)]
-    record.clear()
+    _clear(record)
     return []

@@ -9,8 +9,9 @@ online CPU minus them when that leaves none), ``restore`` writes the
 original back. Per-CPU (bound) work, kernel threads, timers and RCU
 callbacks cannot be moved at run time: see doc/source/admin/isolation.rst.
 
-``record`` is the ``workqueue`` part of the isolation state:
-``{"original": "000000ff", "set": "0000000f"}`` (kernel hex masks).
+``record`` is the ``workqueue`` part of the isolation state
+(``Record``): ``{"original": "000000ff", "set": "0000000f"}`` (kernel
+hex masks).
 
 Invariants:
 
@@ -35,6 +36,19 @@ from nova_pinning_hooks.isolation.kernel import interrupts
 
 LOG = logging.getLogger(__name__)
 
+
+class Record(typing.TypedDict, total=False):
+    """The ``workqueue`` part of the isolation state."""
+
+    original: str  # the mask before the first write
+    set: str  # the mask written
+    refused: list[int]  # the one-to-one CPUs the kernel refused a mask for
+
+
+def _clear(record: Record) -> None:
+    # Every key of the record is optional (TypedDict has no clear()).
+    typing.cast(dict[str, object], record).clear()
+
 PATH = '/sys/devices/virtual/workqueue/cpumask'
 
 
@@ -53,7 +67,7 @@ def read(path: str = PATH) -> typing.Optional[frozenset[int]]:
         return None
 
 
-def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
+def follow(record: Record, one_to_one: frozenset[int],
            online: frozenset[int], path: str = PATH,
            save: typing.Optional[typing.Callable[[], None]] = None
            ) -> typing.Optional[bool]:
@@ -77,18 +91,18 @@ def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
             return None
     if new == current:
         if new == original:
-            record.clear()
+            _clear(record)
         return False
     fresh = 'original' not in record
-    record.update(original=cpumask.format(original),
-                  set=cpumask.format(new))
+    record.update({'original': cpumask.format(original),
+                   'set': cpumask.format(new)})
     if save is not None:
         save()
     try:
         _write(path, cpumask.format(new))
     except OSError as exc:
         if fresh:
-            record.clear()
+            _clear(record)
         else:
             record['set'] = cpumask.format(current)
         record['refused'] = sorted(one_to_one)
@@ -100,24 +114,24 @@ def follow(record: dict[str, typing.Any], one_to_one: frozenset[int],
             save()
         return None
     if new == original:
-        record.clear()
+        _clear(record)
         if save is not None:
             save()
     return True
 
 
-def restore(record: dict[str, typing.Any], path: str = PATH) -> list[str]:
+def restore(record: Record, path: str = PATH) -> list[str]:
     """Write the original mask back; the failures (a list)."""
     if 'original' not in record:
-        record.clear()
+        _clear(record)
         return []
     try:
         _write(path, record['original'])
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            record.clear()
+            _clear(record)
             return []
         return ['workqueue mask: cannot set %s back in %s: %s'
                 % (record['original'], path, exc.strerror or exc)]
-    record.clear()
+    _clear(record)
     return []

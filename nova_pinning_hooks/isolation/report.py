@@ -15,32 +15,8 @@ Read-only and never raises. Three ways to it:
   never systemd, with ``status_written``, ``status_age``,
   ``status_stale`` and ``status_sweep_interval`` (``statusfile.read``).
 
-Keys (absent when unknown):
-
-* ``state``: 'applied' (a state file records changes), 'not applied'
-  (with ``earlier_boot`` true when a state file is left from before the
-  last reboot, which undid it),
-  'not configured' (the configuration is refused: ``why``), 'unknown'
-  (``error``);
-* ``mode``, ``reserved_cpus``: from the configuration;
-* ``applied_mode``, ``applied_cpus``, ``recorded_processes``: from the
-  state file;
-* cgroup v1: ``group``, ``group_exists``, ``group_cpus``, ``confined``
-  (processes in the host group), ``not_confined`` (processes that would
-  be moved but are not in it, e.g. started since the last sweep),
-  ``kept`` (``{reason: count}`` of processes never moved);
-* systemd: ``slices`` (``{unit: {AllowedCPUs, EffectiveCPUs, ...}}``,
-  with machine.slice; ``{error}`` for a unit systemd did not answer
-  for), ``confined`` / ``not_confined`` (units whose EffectiveCPUs are /
-  are not the reserved CPUs), ``units_unknown`` (units not read);
-  ``backend_error`` when the backend could not be asked at all;
-* kernel work (``kernelwork.status``): ``one_to_one_cpus`` (in force, from
-  the vCPU threads), ``irqs_on_one_to_one`` (interrupts whose affinity
-  still holds one of them), ``irqs_moved`` / ``irqs_refused`` (from the
-  state file), ``irqs_firing_on_one_to_one`` (``{irq: interrupts
-  delivered on one-to-one CPUs}`` between two readings of
-  /proc/interrupts ``irq_sample_seconds`` apart), ``workqueue_cpus``,
-  ``irqbalance`` (``{pid, told}`` when it runs).
+Its keys (absent when unknown) are ``statusfile.Status``'s, each
+described there.
 """
 
 import collections

@@ -20,7 +20,7 @@ Content (JSON, version 1)::
      "boot_id": "...",           # the kernel's boot id then
      "sweep_interval": 30,       # the agent's, in seconds
      "pid": 812,
-     "status": {"state": "applied", ...}}  # report.py's keys
+     "status": {"state": "applied", ...}}  # Status
 
 Invariants:
 
@@ -70,19 +70,28 @@ class IrqbalanceSeen(typing.TypedDict):
 
 
 class Status(typing.TypedDict, total=False):
-    """What ``status`` shows (``report``; the keys are described there),
-    and what ``read`` adds to what the agent published."""
+    """What ``status`` shows (``report``) and the agent publishes; keys
+    are absent when unknown."""
 
+    # 'applied' (a state file records changes), 'not applied' (with
+    # earlier_boot when a state file is left from before the last reboot,
+    # which undid it), 'not configured' (the configuration is refused:
+    # why), 'unknown' (error)
     state: str
     earlier_boot: bool
     why: str
     error: str
-    paused: str
+    paused: str  # why watch confines nothing more now
+    # From the configuration
     mode: str
     reserved_cpus: str
+    # From the state file
     applied_mode: str
     applied_cpus: typing.Optional[str]
     recorded_processes: int
+    # cgroup v1: the host group; confined: processes in it; not_confined:
+    # processes that would be moved but are not (started since the last
+    # sweep); kept: {reason: count} of processes never moved
     group: str
     group_exists: bool
     group_cpus: typing.Optional[str]
@@ -90,10 +99,20 @@ class Status(typing.TypedDict, total=False):
     confined: int
     not_confined: int
     kept: dict[str, int]
+    # systemd: {unit: {AllowedCPUs, EffectiveCPUs, ...}} with
+    # machine.slice ({error} for a unit systemd did not answer for);
+    # confined / not_confined: units whose EffectiveCPUs are / are not the
+    # reserved CPUs; units_unknown: units not read
     slices: dict[str, dict[str, str]]
     units_unknown: int
     systemd_through: str
-    backend_error: str
+    backend_error: str  # the backend could not be asked at all
+    # Kernel work (kernelwork.status): the one-to-one CPUs in force (from
+    # the vCPU threads); interrupts whose affinity still holds one of
+    # them; moved / refused (from the state file); {irq: interrupts
+    # delivered on one-to-one CPUs} between two readings of
+    # /proc/interrupts irq_sample_seconds apart; the unbound workqueues'
+    # CPUs; the running irqbalance
     one_to_one_cpus: str
     interrupts_enabled: bool
     workqueues_enabled: bool
@@ -105,6 +124,9 @@ class Status(typing.TypedDict, total=False):
     workqueue_cpus: str
     irqbalance: IrqbalanceSeen
     pins_error: str
+    # What ``read`` adds: when the agent published it (Unix time, 0:
+    # nothing published), its age in seconds, whether it is older than
+    # STALE_SWEEPS of the agent's sweeps, and the agent's sweep interval
     status_written: float
     status_age: float
     status_stale: bool
@@ -211,7 +233,7 @@ def from_json(doc: object, path: str) -> Published:
 
 def read(state_file: str, proc: str = '/proc',
          now: typing.Optional[float] = None) -> Status:
-    """What the agent published, as report.py's dict, with
+    """What the agent published, as a Status (report.py's), with
     ``status_written`` (Unix time, 0: nothing published),
     ``status_age`` (seconds), ``status_stale`` and
     ``status_sweep_interval``. Never raises. ``now``: the

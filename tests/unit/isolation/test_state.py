@@ -1,27 +1,31 @@
 """The isolation state file as a record: ``state.from_json`` reads every
 version of ``state.VERSIONS`` (one document of each, in each shape a
-release wrote it) and ``state.to_json`` writes what it read back
-unchanged."""
+release wrote it: 1.0.0's own files, tests/data/release-1.0.0) and
+``state.to_json`` writes what it read back unchanged."""
 
 import copy
+import json
+import os
 
 import testtools
 
 from nova_pinning_hooks.isolation import state
 
-# Version 1 as 1.0.0 wrote it (cgroup v1; no boot id, no irqbalance
-# retry) and as this release writes it (systemd; the kernel's parts, the
-# retry under RETRY_KEY).
+RELEASE_1_0_0 = os.path.join(os.path.dirname(__file__), os.pardir,
+                             os.pardir, 'data', 'release-1.0.0')
+
+
+def _written_by_1_0_0(name):
+    """A state file 1.0.0's own code wrote (tests/data/release-1.0.0)."""
+    with open(os.path.join(RELEASE_1_0_0, name)) as f:
+        return json.load(f)
+
+
+# Version 1 as 1.0.0 wrote it (both backends) and as this release writes
+# it (a boot id, the irqbalance retry under RETRY_KEY).
 DOCUMENTS = {
-    (1, '1.0.0'): {
-        'version': 1, 'mode': 'v1', 'cpus': '0',
-        'v1': {'cpuset_root': '/sys/fs/cgroup/cpuset',
-               'memory_root': '/sys/fs/cgroup/memory',
-               'group': 'nova-pinning-host',
-               'created': {'cpuset': True, 'memory': None},
-               'previous': {}},
-        'moved': {'812': {'comm': 'sshd', 'start': 1234, 'cpuset': '/',
-                          'affinity': {'812': '0-3'}}}},
+    (1, '1.0.0, cgroup v1'): _written_by_1_0_0('isolation-v1.json'),
+    (1, '1.0.0, systemd'): _written_by_1_0_0('isolation-systemd.json'),
     (1, 'this release'): {
         'version': 1, 'mode': 'systemd', 'cpus': '0-1', 'boot_id': 'b1',
         'systemd': {'slices': ['system.slice'],
@@ -48,6 +52,7 @@ class TestRecord(testtools.TestCase):
                              (st['version'], st['mode'], st.get('cpus')),
                              key)
             self.assertEqual(doc['moved'], st['moved'], key)
+            self.assertEqual(doc, state.to_json(st), key)
         # The retry is held in the irqbalance record while it runs...
         st = state.from_json(copy.deepcopy(
             DOCUMENTS[(1, 'this release')]), 'x')

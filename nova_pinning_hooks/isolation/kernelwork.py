@@ -163,7 +163,7 @@ def status(settings: config.Settings,
            st: typing.Optional[state.State],
            sample_seconds: float, wait: bool = True
            ) -> statusfile.Status:
-    """What ``status`` shows of these parts (keys in report.py);
+    """What ``status`` shows of these parts (``statusfile.Status``);
     ``wait``: as ``_sample``'s."""
     paths = settings.paths
     one_to_one = pinmap.read(paths.qemu_run, paths.proc)

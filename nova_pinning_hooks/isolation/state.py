@@ -198,20 +198,14 @@ def _validate_systemd(record: object, path: str) -> None:
 
 def from_json(doc: object, path: str) -> State:
     """The state in a file's JSON (``doc``, ``RETRY_KEY`` at the top
-    level), every field checked; ``StateError`` naming ``path``."""
-    return _validate(_from_disk(doc), path)
-
-
-def to_json(st: State) -> dict[str, object]:
-    """The file's JSON of a state (``RETRY_KEY`` at the top level)."""
-    return _to_disk(st)
-
-
-def _validate(state: object, path: str) -> State:
-    if not isinstance(state, dict) or state.get('version') != VERSION or \
+    level) of any version of ``VERSIONS``, every field checked;
+    ``StateError`` naming ``path``."""
+    state = _from_disk(doc)
+    if not isinstance(state, dict) or \
+            state.get('version') not in VERSIONS or \
             isinstance(state.get('version'), bool):
-        raise StateError('%s: not a version %d isolation state'
-                         % (path, VERSION))
+        raise StateError('%s: not a version %s isolation state'
+                         % (path, ' or '.join(map(str, VERSIONS))))
     # From here on its keys are checked one by one (a file, not yet a
     # State until the end).
     state = typing.cast(dict[str, typing.Any], state)
@@ -349,12 +343,13 @@ def _from_disk(state: object) -> object:
         ib.update(retry)  # the record's validation checks each field
         state['irqbalance'] = ib
     elif retry is not None:
-        state['irqbalance'] = {'bad': retry}  # refused by _validate
+        state['irqbalance'] = {'bad': retry}  # refused by from_json
     return state
 
 
-def _to_disk(state: State) -> dict[str, object]:
-    """The irqbalance record's retry fields under ``RETRY_KEY``."""
+def to_json(state: State) -> dict[str, object]:
+    """The file's JSON of a state: the irqbalance record's retry fields
+    under ``RETRY_KEY``."""
     out: dict[str, object] = dict(state)
     ib = state.get('irqbalance')
     if ib is None or not any(k in ib for k in _RETRY_FIELDS):

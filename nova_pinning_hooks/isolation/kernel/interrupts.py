@@ -58,6 +58,7 @@ class Record(typing.TypedDict, total=False):
     moved: dict[str, Move]
     refused: dict[str, str]  # why the kernel refused
 
+
 SMALL_LIMIT = 65536          # one interrupt's affinity list
 INTERRUPTS_LIMIT = 64 << 20  # /proc/interrupts of a very large host
 

@@ -64,6 +64,7 @@ def _clear(record: Record) -> None:
     # Every key of the record is optional (TypedDict has no clear()).
     typing.cast(dict[str, object], record).clear()
 
+
 RUN_DIR = '/run/irqbalance'
 COMM = 'irqbalance'
 TIMEOUT = 15.0  # seconds: more than irqbalance's default 10 s sleep

@@ -49,6 +49,7 @@ def _clear(record: Record) -> None:
     # Every key of the record is optional (TypedDict has no clear()).
     typing.cast(dict[str, object], record).clear()
 
+
 PATH = '/sys/devices/virtual/workqueue/cpumask'
 
 

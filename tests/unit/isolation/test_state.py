@@ -69,3 +69,10 @@ class TestRecord(testtools.TestCase):
             self.assertRaisesRegex(state.StateError,
                                    'x: not a version 1 isolation state',
                                    state.from_json, doc, 'x')
+
+    def test_reads_what_versions_names(self):
+        # from_json follows VERSIONS, not one version written in by hand:
+        # a release that adds a version it reads adds it there alone.
+        self.patch(state, 'VERSIONS', (1, 2))
+        doc = dict(DOCUMENTS[(1, 'this release')], version=2)
+        self.assertEqual(2, state.from_json(doc, 'x')['version'])

@@ -147,7 +147,7 @@ chmod 0700 "$RUN"
 # keep no such file (stevedore's .disable): each reads the entry points
 # itself, a fraction of a second at its start. pip's cache stays where
 # it was.
-export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/pip}
 export XDG_CACHE_HOME=$STATE/cache
 mkdir -p "$XDG_CACHE_HOME/python-entrypoints"
 : > "$XDG_CACHE_HOME/python-entrypoints/.disable"

@@ -555,19 +555,19 @@ def table(results, loads, fleets, rows, key='share'):
         if key == 'share':
             # the bound for the same guests: every way runs the same
             # arrivals, so nova's default's runs carry it
-            bursts_run = sorted({r[3] for r in rows})
+            first = min(r[3] for r in rows)
+            ceil, room = [], []
+            for lo in loads:
+                bound = got('default', 0.0, first, lo, key='ceiling')
+                base = got('default', 0.0, first, lo)
+                ceil.append('%16s' % cell(bound))
+                room.append('%16s' % ('%+.1f' % (
+                    statistics.mean(bound) - statistics.mean(base))
+                    if base else '-'))
             lines.append('%-34s' % 'ceiling (no placement keeps more)' +
-                         ''.join('%16s' % cell(got('default', 0.0,
-                                                   bursts_run[0], lo,
-                                                   key='ceiling'))
-                                 for lo in loads))
-            lines.append('%-34s' % '  room over nova\'s default' + ''.join(
-                '%16s' % ('%+.1f' % (statistics.mean(got(
-                    'default', 0.0, bursts_run[0], lo, key='ceiling')) -
-                    statistics.mean(got('default', 0.0, bursts_run[0],
-                                        lo)))
-                    if got('default', 0.0, bursts_run[0], lo) else '-')
-                for lo in loads))
+                         ''.join(ceil))
+            lines.append('%-34s' % "  room over nova's default" +
+                         ''.join(room))
         lines.append('')
     return '\n'.join(lines)
 

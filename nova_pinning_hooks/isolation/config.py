@@ -27,7 +27,7 @@ memory nodes not online; a memory limit too small for the host's daemons
 or beyond the host's memory; a group or unit name that is not a plain
 name; ``machine.slice`` (the guests) among the confined units; a mode
 whose cgroup hierarchy is missing; systemd with neither systemctl on
-PATH nor the system bus (``systemd_access``).
+PATH nor a D-Bus socket of systemd's (``systemd_access``).
 """
 
 import dataclasses
@@ -69,6 +69,7 @@ class HostPaths(typing.NamedTuple):
     qemu_run: str = '/run/libvirt/qemu'  # libvirt's qemu pid files
     irqbalance_run: str = '/run/irqbalance'
     system_bus: str = systemdbus.SOCKET  # D-Bus, where systemctl is not
+    systemd_private: str = systemdbus.PRIVATE  # systemd's own, first
 
 
 HOST = HostPaths()  # the real host
@@ -146,7 +147,8 @@ class Settings(typing.NamedTuple):
     paths: HostPaths
     interrupts: bool = True      # keep interrupts off one-to-one CPUs
     workqueues: bool = True      # and unbound workqueues
-    system_bus: typing.Optional[str] = None  # systemd over D-Bus here
+    # systemd over D-Bus here (no systemctl)
+    system_bus: typing.Optional[systemdbus.Sockets] = None
 
 
 def _read_set(path: str, what: str) -> frozenset[int]:
@@ -333,32 +335,37 @@ def _is_socket(path: str) -> bool:
 
 
 def systemd_access(paths: HostPaths = HOST
-                   ) -> tuple[typing.Optional[str], typing.Optional[str]]:
+                   ) -> tuple[typing.Optional[str],
+                              typing.Optional[systemdbus.Sockets]]:
     """``(systemctl path, None)`` or, without systemctl on PATH (kolla's
-    images), ``(None, system bus socket)`` for systemd's D-Bus API;
-    ConfigError naming exactly what is missing when neither is there."""
+    images), ``(None, sockets)`` for systemd's D-Bus API: its own socket
+    (``systemd_private``), else the system bus; ConfigError naming
+    exactly what is missing when none is there."""
     systemctl = shutil.which('systemctl')
     if systemctl is not None:
         return systemctl, None
-    if not _is_socket(paths.system_bus):
+    if not _is_socket(paths.systemd_private) and \
+            not _is_socket(paths.system_bus):
         raise ConfigError(
-            'cgroup_mode systemd: no systemctl on PATH and no system bus '
-            'at %s: mount the host\'s /run/dbus (or /run) into the '
-            'container, or install systemctl' % paths.system_bus)
+            'cgroup_mode systemd: no systemctl on PATH, no systemd socket '
+            'at %s and no system bus at %s: mount the host\'s /run/systemd '
+            '(or /run) into the container, or install systemctl'
+            % (paths.systemd_private, paths.system_bus))
     missing = systemdbus.available()
     if missing:
         raise ConfigError(
             'cgroup_mode systemd: no systemctl on PATH, and the Python '
             'package jeepney, needed to reach systemd over D-Bus at %s, '
             'is not installed (%s): pip install jeepney, or apt install '
-            'python3-jeepney' % (paths.system_bus, missing))
-    return None, paths.system_bus
+            'python3-jeepney' % (paths.systemd_private, missing))
+    return None, systemdbus.Sockets(paths.system_bus, paths.systemd_private)
 
 
 def resolve_mode(opts: Options, paths: HostPaths = HOST,
                  undo: bool = False
-                 ) -> tuple[str, typing.Optional[str], typing.Optional[str]]:
-    """``(mode, systemctl path, system bus)`` (see ``systemd_access``;
+                 ) -> tuple[str, typing.Optional[str],
+                            typing.Optional[systemdbus.Sockets]]:
+    """``(mode, systemctl path, D-Bus sockets)`` (see ``systemd_access``;
     both None for v1); ConfigError if that mode cannot work here.
     ``undo``: only to put properties back, which works whether or not
     they ever took effect."""

@@ -45,6 +45,7 @@ Invariants:
 """
 
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -184,6 +185,44 @@ def remove(state_file: str) -> None:
         pass
 
 
+@functools.lru_cache(maxsize=1)
+def _status_hints() -> dict[str, object]:
+    return typing.get_type_hints(Status)
+
+
+def _fits(value: object, hint: object, depth: int) -> bool:
+    """Whether ``value`` (parsed JSON) is of the type ``hint`` declares
+    (a key ``Status`` does not know, hint None: plain JSON, ``depth``
+    levels), so that every reader can take the record's types as given
+    (issue 60: a float count raised out of the metrics)."""
+    if hint is None:
+        return _plain(value, depth)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return _number(value)
+    if hint is type(None):
+        return value is None
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Union:
+        return any(_fits(value, arg, depth) for arg in args)
+    if depth <= 0 or not isinstance(value, dict):
+        return False
+    if typing.get_origin(hint) is dict:
+        return all(isinstance(k, str) and _fits(v, args[1], depth - 1)
+                   for k, v in value.items())
+    required = getattr(hint, '__required_keys__', None)  # a TypedDict
+    if isinstance(required, frozenset):
+        hints = typing.get_type_hints(hint)
+        return required <= value.keys() and all(
+            _fits(v, hints.get(k), depth - 1) for k, v in value.items())
+    return False
+
+
 def _plain(value: object, depth: int) -> bool:
     """A JSON value of scalars and objects only, ``depth`` levels."""
     if value is None or isinstance(value, (str, bool, int, float)):
@@ -219,8 +258,13 @@ def from_json(doc: object, path: str) -> Published:
             and interval >= 1, 'bad "sweep_interval"')
     require(pid is None or (isinstance(pid, int) and
                             not isinstance(pid, bool)), 'bad "pid"')
-    require(isinstance(status, dict) and _plain(status, _DEPTH) and
+    require(isinstance(status, dict) and
             isinstance(status.get('state'), str), 'bad "status"')
+    assert isinstance(status, dict)  # for mypy: required just above
+    for key, value in status.items():
+        require(_fits(value, _status_hints().get(key), _DEPTH - 1),
+                'bad "status": %r is not a %s' % (key, _status_hints().get(
+                    key, 'value of plain JSON')))
     # Each field's type checked above (``require``).
     return Published(
         written=typing.cast(float, written),

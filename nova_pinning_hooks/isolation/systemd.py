@@ -113,13 +113,15 @@ class Systemctl:
 
 
 def manager(systemctl: typing.Optional[str] = None,
-            system_bus: typing.Optional[str] = None
+            system_bus: typing.Optional[systemdbus.Sockets] = None
             ) -> typing.Union[Systemctl, systemdbus.Manager]:
     """How systemd is reached: its command when there is one, otherwise
-    its D-Bus API on the system bus at ``system_bus``."""
+    its D-Bus API, on its own socket or else the system bus
+    (``system_bus``)."""
     if systemctl or not system_bus:
         return Systemctl(systemctl or 'systemctl')
-    return systemdbus.Manager(systemdbus.Bus(system_bus))
+    return systemdbus.Manager(systemdbus.Bus(
+        system_bus.bus, private=system_bus.private))
 
 
 class Systemd:
@@ -133,7 +135,8 @@ class Systemd:
                  systemctl: typing.Optional[str] = 'systemctl',
                  online: typing.Optional[
                      tuple[frozenset[int], frozenset[int]]] = None,
-                 system_bus: typing.Optional[str] = None) -> None:
+                 system_bus: typing.Optional[systemdbus.Sockets] = None
+                 ) -> None:
         self.slices = list(slices)
         self.cpus = cpus
         self.mems = mems

@@ -12,67 +12,68 @@ builds, ``cpumask.to_bytes``). A unit's object is found with
 ``LoadUnit``, which loads it as ``systemctl show`` does; its properties
 are read with ``org.freedesktop.DBus.Properties.Get``.
 
-Authentication and the marshalling of what we send are jeepney's (pure
-Python, maintained, in Debian as python3-jeepney and in every nova
-series' upper-constraints); the framing of what arrives is ours. jeepney
-reads a message whole and parses its body before anyone can look at its
-header: a signal of type ``h`` (a descriptor's index) that carries no
-descriptor, which dbus-daemon and dbus-broker both deliver from any
-local user, raised ``IndexError`` out of its parser and left the stream
-out of step for the life of the process, and 8 signals of 16 MiB took
-14.5 s and 222 MiB against a 5 s deadline (issue 48, R5-H1, R5-M1).
-No library offers what is needed here (look at the header, skip the
-body unread): dbus-fast and dbus-next parse whole messages too and are
-asyncio's, python-dbus (libdbus) buffers up to 32 MiB a message and is
-in no nova series' upper-constraints, sd-bus has no Python binding there.
-So ``Bus`` reads the 16 bytes of the fixed header (the body's length,
-the header fields' length), then the header fields alone (at most
-``MAX_HEADER``, else the message is skipped unread; jeepney parses
-them), and decides from them; it reads a
-body only for the awaited answer (at most ``MAX_ANSWER``) and parses it
-with jeepney only when its signature is the one expected (an error's
-when it starts with its message, ``s``). Anything else is skipped in
-bounded reads, never held.
+The transport (issue 60). Four rounds found a message of another local
+user's that reached the agent's connection through the system bus and
+broke it (forged replies, an ``h`` signal, big bodies, a header field of
+an unknown code): patching message shapes did not converge. So ``Bus``
+connects first to systemd's own socket, ``PRIVATE``
+(/run/systemd/private, where ``systemctl`` run as root talks to it):
+peer to peer, no bus daemon, so no other process can send anything on
+the connection; only root can connect, and the peer is checked to be
+root (``SO_PEERCRED``). Where that socket cannot be reached (a container
+that does not mount the host's /run/systemd, an old layout) it falls
+back to the system bus at ``SOCKET``, with one warning a process naming
+the mount to add, and ``status`` says which (``D-Bus at PATH``): refusing
+would leave such hosts' daemons on the guests' CPUs for good, while the
+reader below keeps the fallback in step against everything the rounds
+found; a flood on the bus can still fail a call within its bound.
+
+The reader (``dbuswire``, by the specification): authentication and the
+marshalling of what we send are jeepney's; nothing that arrives is
+handed to jeepney or any other parser that can raise out of step or
+loop. What arrives is read in chunks of up to ``READ_SIZE`` and stepped
+over message by message by the lengths of its fixed header
+(``dbuswire.step_over``: about 0.5 us a small signal); only a method
+return or an error has its header fields parsed (unknown codes ignored,
+at most ``MAX_HEADER``), only the awaited answer its body (at most
+``MAX_ANSWER``; ``s``, ``o`` or ``v`` holding ``ay``, read by hand).
 
 Invariants:
 
-* only the system bus socket at ``SOCKET`` (/run/dbus/system_bus_socket;
-  a container gets it by mounting the host's /run), never an address
-  from the environment (``DBUS_SYSTEM_BUS_ADDRESS``): root talks to the
-  bus root's daemon listens on, not one that a caller chose;
-* only systemd answers: at connect, after Hello, the bus is asked which
-  unique name owns ``org.freedesktop.systemd1`` (``GetNameOwner``), and
-  every call is sent to that unique name. A message is taken as the
-  answer to a call only when it is a ``method_return`` or an ``error``
-  that carries the call's serial and comes from that unique name (an
-  ``error`` from the bus itself too: it answers calls it cannot
-  deliver, systemd gone or restarted under another name, and the
-  connection is then dropped, so the next call asks again), and a
-  ``method_return`` only with the signature the call expects (a body of
-  another signature is a ``BackendError``). The bus
-  sets every message's sender itself, so no other peer can send as
-  systemd or as the bus; serials are predictable and our unique name is
-  public, and a peer can send us a signal (or, on some buses, a method
-  return) carrying any reply serial: anything else is dropped and
-  counted (``ignored``; a debug line each, one warning per call for
-  those that carried its serial), its body never read into memory nor
-  parsed; at most ``MAX_DROPPED`` bytes a call are dropped so: beyond,
-  another peer floods the connection, which is dropped
-  (``BackendUnreachable``);
-* anything that does not parse (the fixed header, the header fields, an
-  answer's body: any exception, not only jeepney's ``ValueError``) is a
-  ``BackendError``, and the connection is dropped: it is never left out
-  of step, and the next call connects afresh;
+* only systemd's own socket at ``PRIVATE`` (served by root) or the
+  system bus socket at ``SOCKET`` (/run/dbus/system_bus_socket), never an
+  address from the environment (``DBUS_SYSTEM_BUS_ADDRESS``): root talks
+  to the sockets root's daemons listen on, not one that a caller chose;
+* only systemd answers: on its own socket it is the only peer; on the
+  bus, at connect, after Hello, the bus is asked which unique name owns
+  ``org.freedesktop.systemd1`` (``GetNameOwner``), and every call is sent
+  to that unique name. A message is taken as the answer to a call only
+  when it is a ``method_return`` or an ``error`` that carries the call's
+  serial and (on the bus) comes from that unique name (an ``error`` from
+  the bus itself too: it answers calls it cannot deliver, systemd gone
+  or restarted under another name, and the connection is then dropped,
+  so the next call asks again), and a ``method_return`` only with the
+  signature the call expects (a body of another signature is a
+  ``BackendError``). The bus sets every message's sender itself, so no
+  other peer can send as systemd or as the bus; anything else is stepped
+  over and counted (``ignored``; one warning per call for those that
+  carried its serial), its body never read into memory nor parsed; at
+  most ``MAX_IGNORED`` messages and ``MAX_DROPPED`` bytes a call are
+  dropped so: beyond, another peer floods the connection, which is
+  dropped (``BackendUnreachable``);
+* a message is never misread as the start of another: every one is
+  stepped over by its fixed header's lengths, whatever its header fields
+  or body hold; only bytes that are no fixed header, or an answer's body
+  that does not parse, are a ``BackendError`` that drops the connection
+  (it is never left out of step: the next call connects afresh);
 * every blocking step is time-bounded: connecting and authenticating,
   Hello, GetNameOwner, each call's send and its reply (``TIMEOUT``
   seconds each, and never beyond a caller's ``deadline``), the clock
-  looked at before every read, each read bounded by the time left and
-  by the bytes the message still owes (never more than 1 MiB); a
-  step that
-  runs out of time or a connection that breaks is a
+  looked at before every read, each read of at most ``READ_SIZE``; a
+  step that runs out of time or a connection that breaks is a
   ``BackendUnreachable`` (a ``BackendError``) naming the call, and the
-  connection is dropped (its stream is no longer in step); the next call
-  connects afresh (dbus-daemon or systemd may have restarted);
+  connection is dropped; the next call connects afresh (systemd or the
+  bus may have restarted);
 * a D-Bus error reply is a ``BackendError`` with systemd's own message
   (``Unit user.slice not found.``); the connection stays;
 * runtime properties only (runtime=true): like ``set-property
@@ -94,10 +95,14 @@ from nova_pinning_hooks.engine import cpumask
 from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.isolation import BackendError
 from nova_pinning_hooks.isolation import BackendUnreachable
+from nova_pinning_hooks.isolation import dbuswire
 
 LOG = logging.getLogger(__name__)
 
 SOCKET = '/run/dbus/system_bus_socket'
+# systemd's own socket, peer to peer (what systemctl run as root uses):
+# no bus daemon, so no other peer can send on the connection (issue 60).
+PRIVATE = '/run/systemd/private'
 TIMEOUT = 30  # seconds; systemctl's own default is 25 s (D-Bus's)
 SYSTEMD = 'org.freedesktop.systemd1'
 # The bus itself: the sender of its own replies (Hello, GetNameOwner) and
@@ -123,10 +128,10 @@ SETTABLE = ('AllowedCPUs', 'AllowedMemoryNodes')
 # hundred bytes; skipping costs a copy in the kernel, about 0.1 s for
 # 128 MiB here: a flood that size is survived, a larger one fails the
 # call, in bounded time either way); the most one read asks for.
-FIXED = 16
 MAX_HEADER = 64 << 10
 MAX_ANSWER = 1 << 20
 MAX_DROPPED = 256 << 20
+MAX_IGNORED = 1 << 20
 READ_SIZE = 1 << 20
 # D-Bus's own rule for an object path (jeepney refuses any other when a
 # message to it is made).
@@ -151,6 +156,14 @@ def message(path: str, interface: str, method: str, signature: str,
         method, signature, body)
 
 
+class Sockets(typing.NamedTuple):
+    """Where systemd is asked over D-Bus: its own socket first, the
+    system bus where that cannot be reached."""
+
+    bus: str = SOCKET
+    private: str = PRIVATE
+
+
 def _bound(seconds: float,
            deadline: typing.Optional[float]) -> tuple[float, bool]:
     """(the monotonic time one step must end by, whether the caller's
@@ -162,52 +175,160 @@ def _bound(seconds: float,
 
 
 class _Flooded(BackendUnreachable):
-    """More than ``MAX_DROPPED`` bytes of messages that were not the
-    answer arrived during one call."""
+    """More than ``MAX_DROPPED`` bytes or ``MAX_IGNORED`` messages that
+    were not the answer arrived during one call."""
 
 
-class _Frame(typing.NamedTuple):
-    """One message as it arrived: its header (jeepney's ``Header``),
-    and its bytes up to the body (the body is read only for an
-    answer)."""
+class _Garbled(BackendError):
+    """Bytes that are not a D-Bus message where one must start, or an
+    answer that does not parse or is larger than allowed: the stream
+    can no longer be trusted to be in step."""
 
-    header: typing.Any  # None: header fields beyond MAX_HEADER, unread
-    head: bytes
-    unread: int = 0  # the bytes of the message after ``head``, unread
+
+class _Answer(typing.NamedTuple):
+    """The answer to a call, whole: its fixed header, its header
+    fields (``dbuswire.fields``) and its bytes."""
+
+    head: dbuswire.Fixed
+    fields: dict[int, typing.Union[str, int]]
+    data: bytes
+
+
+class _Stream:
+    """What arrives on one connection, read in chunks of up to
+    ``READ_SIZE`` (one ``recv`` for many small messages) and consumed
+    message by message; every read bounded by the time left."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self.sock = sock
+        self.timeout = timeout
+        self.buf = bytearray()
+        self.pos = 0  # where the next message starts in ``buf``
+
+    def _recv(self, size: int, end: float, cut: bool) -> bytes:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError('no reply in the time left' if cut else
+                                   'no reply within %s s' % self.timeout)
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(size)
+            except socket.timeout:
+                continue  # the clock says, at the top of the loop
+            if not data:
+                raise ConnectionResetError('the bus closed the connection')
+            return data
+
+    def have(self, count: int, end: float, cut: bool) -> None:
+        """At least ``count`` bytes from ``pos`` in ``buf``."""
+        if len(self.buf) - self.pos >= count:
+            return
+        del self.buf[:self.pos]
+        self.pos = 0
+        while len(self.buf) < count:
+            self.buf += self._recv(max(READ_SIZE, count - len(self.buf)),
+                                   end, cut)
+
+    def skip(self, count: int, end: float, cut: bool) -> None:
+        """Drop the next ``count`` bytes, read but never held whole."""
+        held = min(count, len(self.buf) - self.pos)
+        self.pos += held
+        count -= held
+        if self.pos == len(self.buf):
+            self.buf.clear()
+            self.pos = 0
+        while count:
+            data = self._recv(min(count, READ_SIZE), end, cut)
+            count -= len(data)
+            if count < 0:  # the next message's first bytes: kept
+                self.buf += data[count:]
+                count = 0
 
 
 class Bus:
-    """One connection to the system bus, opened at first use."""
+    """One connection to systemd, opened at first use: its own socket
+    ``private`` when there is one, otherwise the system bus at
+    ``path``."""
 
-    def __init__(self, path: str = SOCKET, timeout: float = TIMEOUT) -> None:
-        self.path = path
+    def __init__(self, path: str = SOCKET, timeout: float = TIMEOUT,
+                 private: typing.Optional[str] = None) -> None:
+        self.bus_path = path
+        self.private = private
+        self.path = path  # the socket of the connection (the last one)
         self.timeout = timeout
+        self.direct = False  # connected to systemd itself, no bus between
         self._sock: typing.Optional[socket.socket] = None
+        self._stream: typing.Optional[_Stream] = None
         self._serials: typing.Optional[typing.Iterator[int]] = None
         self._lock = threading.Lock()  # one exchange at a time
-        # systemd's unique name on this connection (GetNameOwner)
+        self._warned = False  # of the system bus, where private is absent
+        # systemd's unique name on the system bus (GetNameOwner)
         self.owner: typing.Optional[str] = None
         self.ignored = 0  # messages dropped: not the answer awaited
+
+    def __str__(self) -> str:
+        return 'D-Bus at %s' % self.path
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
         self._sock = None
+        self._stream = None
         self.owner = None
 
-    def _connect(self, deadline: typing.Optional[float]) -> None:
-        from jeepney.bus_messages import message_bus
+    def _open(self, path: str, end: float) -> socket.socket:
         from jeepney.io.blocking import prep_socket
-        end, _ = _bound(self.timeout, deadline)
         left = end - time.monotonic()
         if left <= 0:
             raise TimeoutError('no time left to connect')
         try:
-            self._sock = prep_socket(self.path, timeout=left)
+            sock: socket.socket = prep_socket(path, timeout=left)
+            return sock
         except TimeoutError:
-            raise TimeoutError('the bus did not authenticate us within '
-                               '%.3g s' % left) from None
+            raise TimeoutError('%s did not authenticate us within %.3g s'
+                               % (path, left)) from None
+
+    def _connect_private(self, private: str,
+                         end: float) -> typing.Optional[socket.socket]:
+        """A connection to systemd's own socket (no other peer can send
+        on it); None where there is none to connect to."""
+        try:
+            sock = self._open(private, end)
+        except (FileNotFoundError, ConnectionRefusedError,
+                PermissionError) as exc:
+            if not self._warned:
+                self._warned = True
+                LOG.warning(
+                    'isolation: systemd\'s own socket %s cannot be '
+                    'reached (%s): asking systemd through the system bus '
+                    'at %s instead, where any local user can send this '
+                    'connection messages; mount the host\'s /run/systemd '
+                    '(doc: reference/security.rst)', private,
+                    exc.strerror or exc, self.bus_path)
+            return None
+        # Only root can listen there (/run/systemd is root's); a peer of
+        # another user is not systemd, whatever the path says.
+        uid = _peer_uid(sock)
+        if uid != 0:
+            sock.close()
+            raise BackendError('%s is served by uid %d, not root: not '
+                               'systemd' % (private, uid))
+        return sock
+
+    def _connect(self, deadline: typing.Optional[float]) -> None:
+        from jeepney.bus_messages import message_bus
+        end, _ = _bound(self.timeout, deadline)
         self._serials = itertools.count(1)
+        sock = None if self.private is None else \
+            self._connect_private(self.private, end)
+        if sock is not None and self.private is not None:
+            self._sock, self.path, self.direct = sock, self.private, True
+            self._stream = _Stream(sock, self.timeout)
+            return  # systemd itself: no bus, no Hello, no other sender
+        sock = self._open(self.bus_path, end)
+        self._sock, self.path, self.direct = sock, self.bus_path, False
+        self._stream = _Stream(sock, self.timeout)
         self._answer(self._exchange(message_bus.Hello(), (DRIVER,),
                                     deadline), 's',
                      'D-Bus Hello through %s' % self.path)
@@ -221,142 +342,106 @@ class Bus:
 
     # -- framing ------------------------------------------------------------
 
-    def _read(self, count: int, end: float, cut: bool,
-              into: typing.Optional[bytearray] = None) -> int:
-        """Read exactly ``count`` bytes (appended to ``into``, or
-        dropped), before ``end``; each read asks for no more than the
-        message still owes, ``READ_SIZE`` at most."""
-        assert self._sock is not None  # only after _connect
-        scratch = bytearray(min(count, READ_SIZE))
-        done = 0
-        while done < count:
-            left = end - time.monotonic()
-            if left <= 0:
-                raise TimeoutError('no reply in the time left' if cut else
-                                   'no reply within %s s' % self.timeout)
-            self._sock.settimeout(left)
-            try:
-                n = self._sock.recv_into(scratch, min(count - done,
-                                                      len(scratch)))
-            except socket.timeout:
-                continue  # the clock says, at the top of the loop
-            if not n:
-                raise ConnectionResetError('the bus closed the connection')
-            if into is not None:
-                into += scratch[:n]
-            done += n
-        return done
-
-    def _frame(self, end: float, cut: bool) -> _Frame:
-        """The next message's header, read from the socket: the fixed
-        header, then the header fields alone. The body is left unread."""
-        from jeepney.low_level import Header
-        head = bytearray()
-        self._read(FIXED, end, cut, head)
-        order = {b'l': '<', b'B': '>'}.get(bytes(head[:1]))
-        if order is None or head[3] != 1:
-            raise _Garbled('not a D-Bus message (byte order %r, version '
-                           '%d)' % (bytes(head[:1]), head[3]))
-        body, fields = struct.unpack(order + 'I4xI', head[4:16])
-        padded = fields + -(FIXED + fields) % 8
-        if fields > MAX_HEADER:
-            # No answer of systemd's has such a header: not read.
-            return _Frame(None, bytes(head), padded + body)
-        self._read(padded, end, cut, head)
-        try:
-            header, _ = Header.from_buffer(bytes(head))
-        except Exception as exc:
-            raise _Garbled('a header that does not parse: %s'
-                           % (str(exc) or type(exc).__name__)) from None
-        return _Frame(header, bytes(head), body)
-
-    def _exchange(self, msg: typing.Any, senders: tuple[str, ...],
-                  deadline: typing.Optional[float]) -> _Frame:
-        """Send ``msg``; the header of its answer from one of
-        ``senders`` (a method return or an error), whose body is read
-        but not parsed. Everything else that arrives meanwhile is
-        dropped unread, up to ``MAX_DROPPED`` bytes."""
-        from jeepney import HeaderFields
-        # Only after _connect, which sets both.
-        assert self._sock is not None and self._serials is not None
+    def _exchange(self, msg: typing.Any,
+                  senders: typing.Optional[tuple[str, ...]],
+                  deadline: typing.Optional[float]) -> _Answer:
+        """Send ``msg``; its answer from one of ``senders`` (any sender:
+        None, on systemd's own socket), a method return or an error,
+        read whole but not parsed beyond its header. Everything else
+        that arrives meanwhile is stepped over by its fixed header's
+        lengths, up to ``MAX_IGNORED`` messages and ``MAX_DROPPED``
+        bytes."""
+        # Only after _connect, which sets all three.
+        assert self._sock is not None and self._serials is not None \
+            and self._stream is not None
+        stream = self._stream
         serial = next(self._serials)
         end, cut = _bound(self.timeout, deadline)
-        forged: list[str] = []
         left = end - time.monotonic()
         if left <= 0:
             raise TimeoutError('no time left')
         self._sock.settimeout(left)
         self._sock.sendall(msg.serialise(serial=serial))
-        dropped = 0
+        dropped = ignored = 0
+        forged: list[str] = []
         try:
             while True:
-                frame = self._frame(end, cut)
-                header = frame.header
-                why = 'header fields beyond %d bytes' % MAX_HEADER \
-                    if header is None else \
-                    _not_the_answer(header, serial, senders)
-                if why is None:
-                    if frame.unread > MAX_ANSWER:
-                        raise _Garbled('an answer of %d bytes (at most %d)'
-                                       % (frame.unread, MAX_ANSWER))
-                    body = bytearray(frame.head)
-                    self._read(frame.unread, end, cut, body)
-                    return _Frame(header, bytes(body))
-                dropped += len(frame.head) + frame.unread
-                if dropped > MAX_DROPPED:
+                stream.pos, count, size = dbuswire.step_over(
+                    stream.buf, stream.pos, MAX_IGNORED - ignored + 1)
+                ignored += count
+                dropped += size
+                if ignored > MAX_IGNORED or dropped > MAX_DROPPED:
                     raise _Flooded(
-                        'dropped more than %d bytes of messages that were '
-                        'not its answer (another peer floods the '
-                        'connection)' % MAX_DROPPED)
-                self._read(frame.unread, end, cut)
-                self.ignored += 1
-                fields = {} if header is None else header.fields
-                LOG.debug('isolation: D-Bus: ignored a message of %d bytes '
-                          'from %s: %s', len(frame.head) + frame.unread,
-                          fields.get(HeaderFields.sender), why)
-                if fields.get(HeaderFields.reply_serial) == serial:
-                    forged.append(str(fields.get(HeaderFields.sender)))
+                        'dropped more than %d messages or %d bytes that '
+                        'were not its answer (another peer floods the '
+                        'connection)' % (MAX_IGNORED, MAX_DROPPED))
+                stream.have(dbuswire.FIXED, end, cut)
+                try:
+                    head = dbuswire.fixed(stream.buf, stream.pos)
+                except dbuswire.WireError as exc:
+                    raise _Garbled(str(exc)) from None
+                why = _why_not(stream, head, serial, senders, end, cut)
+                if isinstance(why, _Answer):
+                    return why
+                if why is not None:
+                    dropped += head.length
+                    ignored += 1
+                    if dropped > MAX_DROPPED:
+                        continue  # flooded, said at the top, unread
+                    LOG.debug('isolation: D-Bus: ignored a message of %d '
+                              'bytes: %s', head.length, why[0])
+                    if why[1] is not None:
+                        forged.append(why[1])
+                    stream.skip(head.length, end, cut)
         finally:
+            self.ignored += ignored
             if forged:
                 LOG.warning(
                     'isolation: D-Bus %s: ignored %d messages that carried '
                     'its serial but were not its answer (from %s; systemd '
                     'is %s): another peer on the bus tries to answer for '
-                    'systemd', msg.header.fields.get(HeaderFields.member),
+                    'systemd', msg.header.fields.get(_member()),
                     len(forged), ', '.join(sorted(set(forged))[:5]),
                     self.owner or 'not known yet')
 
     @staticmethod
-    def _answer(reply: _Frame, signature: str,
+    def _answer(reply: _Answer, signature: str,
                 what: typing.Any) -> tuple[typing.Any, ...]:
         """The body of ``reply``; ``BackendError`` for an error reply or
         a body of another signature than ``signature`` (not parsed). A
         body that does not parse is a ``_Garbled``."""
-        from jeepney import HeaderFields
-        from jeepney import MessageType
-        fields = reply.header.fields
-        got = fields.get(HeaderFields.signature, '')
-        if reply.header.message_type is MessageType.error:
-            name = fields.get(HeaderFields.error_name)
-            text = name
-            if got.startswith('s') and 'h' not in got:
-                body = _body(reply)
-                if body and isinstance(body[0], str):
-                    text = body[0]
-            raise BackendError('%s: %s' % (what, text))
-        if got != signature:
-            raise BackendError('%s: the answer has a body of signature '
-                               '%r, not %r' % (what, got, signature))
-        return _body(reply)
+        fields = reply.fields
+        got = str(fields.get(dbuswire.SIGNATURE, ''))
+        try:
+            if reply.head.kind == dbuswire.ERROR:
+                text = str(fields.get(dbuswire.ERROR_NAME))
+                if got.startswith('s'):
+                    text = dbuswire.string(reply.data, reply.head)
+                raise BackendError('%s: %s' % (what, text))
+            if got != signature:
+                raise BackendError('%s: the answer has a body of signature '
+                                   '%r, not %r' % (what, got, signature))
+            if signature in ('s', 'o'):
+                return (dbuswire.string(reply.data, reply.head),)
+            if signature == 'v':
+                return (dbuswire.variant_bytes(reply.data, reply.head),)
+        except dbuswire.WireError as exc:
+            raise _Garbled('a body that does not parse: %s' % exc) \
+                from None
+        if signature:
+            raise BackendError('%s: no reader for a body of signature %r'
+                               % (what, signature))
+        return ()
 
     def _to_owner(self, msg: typing.Any) -> typing.Any:
         """``msg`` sent to systemd's unique name instead of its
-        well-known one: to the peer whose answers are taken."""
+        well-known one: to the peer whose answers are taken (on the
+        system bus; on systemd's own socket there is no other)."""
         from jeepney import HeaderFields
         from jeepney.low_level import Header
         from jeepney.low_level import Message
         fields = dict(msg.header.fields)
-        if fields.get(HeaderFields.destination) != SYSTEMD:
+        if self.direct or fields.get(HeaderFields.destination) != SYSTEMD:
             return msg
         fields[HeaderFields.destination] = self.owner
         h = msg.header
@@ -374,15 +459,15 @@ class Bus:
         ``time.monotonic()`` time), a broken connection or a flood.
         Anything but an error reply of systemd's or a body of another
         signature drops the connection."""
-        from jeepney import HeaderFields
-        what = msg.header.fields.get(HeaderFields.member)
+        what = msg.header.fields.get(_member())
         with self._lock:
             try:
                 if self._sock is None:
                     self._connect(deadline)
-                reply = self._exchange(self._to_owner(msg),
-                                       (str(self.owner),), deadline)
-                if reply.header.fields.get(HeaderFields.sender) == DRIVER:
+                reply = self._exchange(
+                    self._to_owner(msg),
+                    None if self.direct else (str(self.owner),), deadline)
+                if reply.fields.get(dbuswire.SENDER) == DRIVER:
                     # The bus could not deliver the call (systemd gone,
                     # restarted under another name, no reply): the next
                     # call asks who systemd is again.
@@ -397,7 +482,7 @@ class Bus:
                 raise BackendUnreachable('D-Bus %s through %s: %s'
                                          % (what, self.path, exc)) from None
             except BackendError:
-                if self.owner is None:
+                if self.owner is None and not self.direct:
                     self.close()  # GetNameOwner failed: no systemd known
                 raise
             except OSError as exc:  # TimeoutError is one
@@ -413,39 +498,50 @@ class Bus:
                         what, self.path, type(exc).__name__, exc)) from None
 
 
-class _Garbled(BackendError):
-    """A message that does not parse, or is larger than allowed: the
-    stream can no longer be trusted to be in step."""
+def _peer_uid(sock: socket.socket) -> int:
+    """The user the process at the other end of ``sock`` runs as."""
+    pid_uid_gid = struct.unpack('3i', sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))
+    return int(pid_uid_gid[1])
 
 
-def _body(reply: _Frame) -> tuple[typing.Any, ...]:
-    """The parsed body of a whole message (jeepney)."""
-    from jeepney.low_level import Message
-    try:
-        body: tuple[typing.Any, ...] = Message.from_buffer(reply.head).body
-    except Exception as exc:
-        raise _Garbled('a body that does not parse: %s: %s'
-                       % (type(exc).__name__, exc)) from None
-    return body
-
-
-def _not_the_answer(header: typing.Any, serial: int,
-                    senders: tuple[str, ...]) -> typing.Optional[str]:
-    """Why the message of ``header`` is not the answer to call
-    ``serial`` awaited from one of ``senders``, or None when it is."""
+def _member() -> typing.Any:
     from jeepney import HeaderFields
-    from jeepney import MessageType
-    fields = header.fields
-    if fields.get(HeaderFields.reply_serial) != serial:
-        return 'not about this call'
-    kind = header.message_type
-    if kind not in (MessageType.method_return, MessageType.error):
-        return 'a %s is no answer' % kind.name
-    sender = fields.get(HeaderFields.sender)
-    if sender in senders or (kind is MessageType.error and
-                             sender == DRIVER):
-        return None
-    return 'not sent by %s' % ' or '.join(senders)
+    return HeaderFields.member
+
+
+def _why_not(stream: _Stream, head: dbuswire.Fixed, serial: int,
+             senders: typing.Optional[tuple[str, ...]], end: float,
+             cut: bool) -> typing.Union[_Answer, tuple[str, typing.Optional[
+                 str]], None]:
+    """The message at ``stream.pos`` (fixed header ``head``) read whole
+    when it is the answer to call ``serial`` awaited from one of
+    ``senders`` (any: None); else why not, and its sender when it
+    carried that serial; None: nothing decided yet (not whole)."""
+    if head.kind not in (dbuswire.METHOD_RETURN, dbuswire.ERROR):
+        if len(stream.buf) - stream.pos >= head.length:
+            return None  # whole: step_over takes it
+        return ('a message of type %d is no answer' % head.kind, None)
+    if head.header_length > MAX_HEADER:
+        return ('header fields beyond %d bytes' % MAX_HEADER, None)
+    stream.have(head.header_length, end, cut)
+    try:
+        fields = dbuswire.fields(stream.buf, head, stream.pos)
+    except dbuswire.WireError as exc:
+        return ('header fields that do not parse: %s' % exc, None)
+    if fields.get(dbuswire.REPLY_SERIAL) != serial:
+        return ('not about this call', None)
+    sender = fields.get(dbuswire.SENDER)
+    if senders is not None and sender not in senders and not (
+            head.kind == dbuswire.ERROR and sender == DRIVER):
+        return ('not sent by %s' % ' or '.join(senders), str(sender))
+    if head.body_length > MAX_ANSWER:
+        raise _Garbled('an answer of %d bytes (at most %d)'
+                       % (head.body_length, MAX_ANSWER))
+    stream.have(head.length, end, cut)
+    data = bytes(stream.buf[stream.pos:stream.pos + head.length])
+    stream.pos += head.length
+    return _Answer(head, fields, data)
 
 
 class Caller(typing.Protocol):

@@ -123,8 +123,18 @@ def _kernel_work(iso: typing.Mapping[str, typing.Any]
             value = len(value)
         family = core.GaugeMetricFamily(
             PREFIX + 'isolation_' + name, text)
-        family.add_metric([], value if isinstance(value, int) else 0)
+        family.add_metric([], _count(value))
         yield family
+
+
+def _count(value: object) -> int:
+    """A count the agent published, as served: a non-negative integer,
+    anything else 0 (a float, a list or a bool raised out of
+    ``generate_latest`` or was served as a number: issue 60)."""
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            value >= 0:
+        return value
+    return 0
 
 
 def read_view(rec: reconciler.Reconciler,
@@ -328,12 +338,10 @@ class _Collector:
                  'confined to the reserved CPUs'),
                 ('not_confined', iso.get('not_confined'),
                  'that should be confined but are not')):
-            value = value or 0
             family = core.GaugeMetricFamily(
                 PREFIX + 'isolation_%s_%s' % (key, unit),
                 'Host %s %s.' % (unit, what))
-            family.add_metric([], value if isinstance(value, int)
-                              else len(value))
+            family.add_metric([], _count(value))
             yield family
         yield from _kernel_work(iso)
         written = iso.get('status_written')

@@ -22,10 +22,18 @@ With ``fd`` (issue 48, R5-H1) it sends instead one signal of type ``h``
 (a descriptor's index) that carries no descriptor, framed by hand
 (jeepney will not make it), to each new connection as it appears and to
 every client connection every second: both buses deliver it.
+
+With ``attacks`` (issue 60) it sends, to each new connection as it
+appears and to every client connection every second: that ``h`` signal;
+a signal carrying a header field of code 200, which the specification
+says to ignore (dbus-broker relays it, dbus-daemon strips it; jeepney
+raised on it); and a flood of small signals of 96 bytes (``FLOOD`` to a
+new connection, ``FLOOD_EACH`` a second after), sent as one write each.
 """
 
 import itertools
 import signal
+import struct
 import sys
 import time
 
@@ -42,14 +50,58 @@ from jeepney.low_level import MessageType
 PATH = '/org/freedesktop/systemd1/unit/system_2eslice'
 WINDOW = 300
 TOP = 3000
+FLOOD = 20000
+FLOOD_EACH = 2000
+
+
+def _pad(buf, n):
+    return buf + bytes(-len(buf) % n)
+
+
+def _string(code, sig, text):
+    """A header field of ``code`` holding a string (``s``) or an object
+    path (``o``), aligned as if at an offset divisible by 8."""
+    data = text.encode()
+    return _pad(bytes([code, 1]) + sig.encode() + b'\0', 4) + \
+        struct.pack('<I', len(data)) + data + b'\0'
+
+
+def framed(name, extra=b'', signature='', body=b''):
+    """A signal to ``name`` framed by hand, with header fields
+    ``extra`` (already marshalled, 8-aligned) after the usual ones."""
+    fields = b''
+    for part in (_string(1, 'o', '/'), _string(2, 's', 'x.F'),
+                 _string(3, 's', 'F'),
+                 _string(6, 's', name)):
+        fields = _pad(fields, 8) + part
+    if signature:
+        fields = _pad(fields, 8) + bytes([8, 1]) + b'g\0' + bytes(
+            [len(signature)]) + signature.encode() + b'\0'
+    if extra:
+        fields = _pad(fields, 8) + extra
+    head = b'l\x04\x00\x01' + struct.pack('<III', len(body), 1, len(fields))
+    return _pad(head + fields, 8) + body
+
+
+def unknown_field(name):
+    """A signal carrying a header field of code 200 (a string)."""
+    return framed(name, _string(200, 's', 'x'))
+
+
+def small(name):
+    """A signal of 96 bytes (an ``ay`` body filling it out)."""
+    n = 96 - len(framed(name, signature='ay')) - 4
+    return framed(name, signature='ay', body=struct.pack('<I', n) + bytes(n))
 
 
 class Forger:
 
-    def __init__(self, sock, mask, fd=False):
+    def __init__(self, sock, mask, fd=False, attacks=False):
         self.sock = sock
         self.mask = mask
-        self.fd = fd
+        self.fd = fd or attacks
+        self.attacks = attacks
+        self.floods = {}  # name: FLOOD_EACH small signals, framed once
         self.sent = 0
         self.window = WINDOW
         self.serials = itertools.count(1 << 30)
@@ -73,9 +125,21 @@ class Forger:
             return 'o', (PATH,)
         return 'v', (('ay', self.mask),)
 
-    def flood(self, conn, name, serials):
+    def attack(self, conn, name, first):
+        """issue 60: an unknown header field, and small signals."""
+        conn.sock.sendall(unknown_field(name))
+        self.sent += 1
+        if name not in self.floods:
+            self.floods = {name: small(name) * FLOOD_EACH}  # the newest
+        blob = self.floods[name] * (FLOOD // FLOOD_EACH if first else 1)
+        conn.sock.sendall(blob)
+        self.sent += len(blob) // 96
+
+    def flood(self, conn, name, serials, first=False):
         if self.fd:
             self.fd_signal(conn, name)
+            if self.attacks:
+                self.attack(conn, name, first)
             return
         for serial in serials:
             sig, value = self.body(serial)
@@ -142,7 +206,7 @@ class Forger:
                         name, old, new = msg.body
                         if name == new and not old and \
                                 name != conn.unique_name:
-                            self.flood(conn, name, range(1, 80))
+                            self.flood(conn, name, range(1, 80), True)
             except (OSError, ValueError, TimeoutError,
                     jeepney.DBusErrorResponse):
                 time.sleep(0.05)  # dropped by the bus: connect again
@@ -150,7 +214,8 @@ class Forger:
 
 def main(argv):
     sock, seconds, mask = argv[0], float(argv[1]), bytes.fromhex(argv[2])
-    forger = Forger(sock, mask, fd=argv[3:] == ['fd'])
+    forger = Forger(sock, mask, fd=argv[3:] == ['fd'],
+                    attacks=argv[3:] == ['attacks'])
 
     def done(*_args):
         print('sent %d' % forger.sent, flush=True)

@@ -52,11 +52,15 @@ HOST_DAEMONS = ('systemd', 'systemd-journal', 'systemd-udevd',
 SLICES = ('init.scope', 'system.slice', 'user.slice')
 UNIT = 'nova-pinning-isolate.service'
 DROP_IN = '/etc/systemd/system/%s.d/no-systemctl.conf' % UNIT
-# As in kolla's images: no systemctl to run, so the agent asks systemd
-# over D-Bus (an inaccessible file: os.access(X_OK) is false for root).
-NO_SYSTEMCTL = '[Service]\nInaccessiblePaths=/usr/bin/systemctl\n'
+# As in kolla's images, the agent's units have no systemctl to run (an
+# inaccessible file: os.access(X_OK) is false for root), so the agent
+# asks systemd over D-Bus (OverDBus.hidden).
 STATE = '/var/lib/nova-pinning-hooks/isolation.json'
 BUS = '/run/dbus/system_bus_socket'
+# systemd's own socket, which the agent asks first (issue 60); hidden
+# (an inaccessible socket: connecting is refused), the agent falls back
+# to the bus, as in a container that does not mount /run/systemd.
+PRIVATE = '/run/systemd/private'
 FORGER = '/usr/local/share/nph/forger.py'
 FORGER_UNIT = 'nph-forger'
 # The forged CPU set: CPU 4, a guests' CPU (reserved_cpus = 0-1).
@@ -69,12 +73,15 @@ PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 
 class OverDBus(base.VMTestCase):
-    """The agent over the VM's real system bus, systemctl out of its
-    reach, and an attacker as ``nobody`` (``tests/vm/forger.py``): what
-    this test and ``test_fd_signal`` share."""
+    """The agent over D-Bus, systemctl out of its reach, and an attacker
+    as ``nobody`` on the VM's real system bus (``tests/vm/forger.py``):
+    what this test and ``test_fd_signal`` share. ``private``: whether
+    the agent can reach systemd's own socket (the default; otherwise it
+    falls back to the bus, where the attacker reaches it)."""
 
     # The host's daemons whose CPUs are checked (dbus-broker's).
     host_daemons = HOST_DAEMONS
+    private = False
 
     # -- the bus ----------------------------------------------------------
 
@@ -141,34 +148,46 @@ class OverDBus(base.VMTestCase):
 
     # -- the agent, over D-Bus ---------------------------------------------
 
+    def hidden(self):
+        """What the agent's units cannot reach: systemctl, and systemd's
+        own socket unless ``private``."""
+        return ['/usr/bin/systemctl'] + ([] if self.private else [PRIVATE])
+
+    def zygote_socket(self):
+        return ZYGOTE_SOCKET.replace('.sock', '-private.sock'
+                                     if self.private else '.sock')
+
     def start_dbus_zygote(self):
         if not self.vm.zygote:
             return
-        self.sh(['systemd-run', '--unit', ZYGOTE_UNIT, '--collect', '-p',
-                 'InaccessiblePaths=/usr/bin/systemctl', '-E',
-                 'NPH_VM_ZYGOTE_SOCKET=' + ZYGOTE_SOCKET, 'python3',
-                 machine.ZYGOTE, 'serve'])
-        self.addCleanup(self.sh, ['systemctl', 'stop', ZYGOTE_UNIT],
-                        check=False)
+        unit = self.zygote_socket().rsplit('/', 1)[1][:-len('.sock')]
+        self.sh(['systemd-run', '--unit', unit, '--collect'] + [
+            '-p' + 'InaccessiblePaths=' + path for path in self.hidden()] + [
+            '-E', 'NPH_VM_ZYGOTE_SOCKET=' + self.zygote_socket(), 'python3',
+            machine.ZYGOTE, 'serve'])
+        self.addCleanup(self.sh, ['systemctl', 'stop', unit], check=False)
         self.wait_for('the D-Bus zygote', lambda: self.sh(
-            ['test', '-S', ZYGOTE_SOCKET], check=False).rc == 0,
+            ['test', '-S', self.zygote_socket()], check=False).rc == 0,
             timeout=300, interval=1)
 
     def npi_dbus(self, *args):
-        """``nova-pinning-isolate ARGS`` where systemctl cannot run:
+        """``nova-pinning-isolate ARGS`` where systemctl cannot run
+        (nor systemd's own socket be reached, unless ``private``):
         through the zygote started so, else in a mount namespace of its
         own (test_isolation's)."""
         argv = ['nova-pinning-isolate', '--config-file', base.CONF] + \
             list(args)
         if self.vm.zygote:
             return self.vm.run(['python3', machine.ZYGOTE, 'call'] + argv,
-                               env={'NPH_VM_ZYGOTE_SOCKET': ZYGOTE_SOCKET,
+                               env={'NPH_VM_ZYGOTE_SOCKET':
+                                    self.zygote_socket(),
                                     'PATH': PATH, 'HOME': '/root'},
                                check=False, timeout=300)
         self.vm.write('/root/no-systemctl', '', mode='0644')
         return self.sh(['unshare', '--mount', '--propagation', 'private',
                         'sh', '-c', test_isolation.WITHOUT_SYSTEMCTL,
-                        'hide', 'bus'] + argv[1:], check=False, timeout=300)
+                        'hide', 'bus' if self.private else 'busonly'] +
+                       argv[1:], check=False, timeout=300)
 
     # -- what the kernel and the state say ---------------------------------
 
@@ -202,7 +221,8 @@ class OverDBus(base.VMTestCase):
         self.sh(['cp', '/root/nph/etc/systemd/' + UNIT,
                  '/etc/systemd/system/'])
         self.sh(['mkdir', '-p', DROP_IN.rsplit('/', 1)[0]])
-        self.vm.write(DROP_IN, NO_SYSTEMCTL)
+        self.vm.write(DROP_IN, '[Service]\n' + ''.join(
+            'InaccessiblePaths=%s\n' % path for path in self.hidden()))
         self.sh(['systemctl', 'daemon-reload'])
         self.addCleanup(self.sh, ['systemctl', 'stop', UNIT], check=False)
         self.sh(['systemctl', 'start', UNIT])

@@ -67,7 +67,8 @@ class FakeHost(fixtures.Fixture):
             workqueue_mask=j(self.top, 'workqueue', 'cpumask'),
             qemu_run=j(self.top, 'run-qemu'),
             irqbalance_run=j(self.top, 'run-irqbalance'),
-            system_bus=j(self.top, 'run-dbus', 'system_bus_socket'))
+            system_bus=j(self.top, 'run-dbus', 'system_bus_socket'),
+            systemd_private=j(self.top, 'run-systemd', 'private'))
         self.cgroot = j(self.top, 'cgroup')
         self.roots = {'cpuset': j(self.cgroot, 'cpuset'),
                       'memory': j(self.cgroot, 'memory')}

@@ -212,7 +212,20 @@ class TestRead(StatusCase):
                     {'status': {'state': 'applied', 'x': [1]}},
                     {'status': {'state': 'applied',
                                 'a': {'b': {'c': {'d': 1}}}}},
-                    {'boot_id': 7}, {'pid': 'me'}):
+                    {'boot_id': 7}, {'pid': 'me'},
+                    # Each field of the status of the type Status
+                    # declares (issue 60: a float count raised out of
+                    # the metrics).
+                    {'status': {'state': 'applied', 'confined': 1.5}},
+                    {'status': {'state': 'applied', 'confined': True}},
+                    {'status': {'state': 'applied', 'kept': {'x': 1.0}}},
+                    {'status': {'state': 'applied', 'slices': {'a': 'b'}}},
+                    {'status': {'state': 'applied',
+                                'irqbalance': {'pid': 'x', 'told': None}}},
+                    {'status': {'state': 'applied',
+                                'irqbalance': {'told': '0'}}},
+                    {'status': {'state': 'applied',
+                                'agent': {'state': 1}}}):
             self.write(**bad)
             got = self.published()
             self.assertEqual('unknown', got['state'], bad)

@@ -38,6 +38,7 @@ from nova_pinning_hooks.isolation import BackendUnreachable
 from nova_pinning_hooks.isolation import config
 from nova_pinning_hooks.isolation import report
 from nova_pinning_hooks.isolation import systemdbus
+from tests.unit.isolation import test_dbuswire
 from tests.unit.isolation import test_systemd
 
 EVERY_CPU = '0-3'
@@ -168,8 +169,8 @@ class BusMixin:
         self.behaviour = {'calls': []}
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.isolation.systemdbus.Bus',
-            lambda path: FakeBus(self.units_path, self.log, self.behaviour,
-                                 path)))
+            lambda path, private=None: FakeBus(
+                self.units_path, self.log, self.behaviour, path)))
 
     def dbus_calls(self, member):
         return [c[3:] for c in self.behaviour['calls'] if c[3] == member]
@@ -274,8 +275,12 @@ class FakeDaemon(threading.Thread):
     (Hello and GetNameOwner included). ``owner``: who owns
     org.freedesktop.systemd1 (None: nobody)."""
 
-    def __init__(self, path, answer, forge=None, owner=SYSTEMD):
+    def __init__(self, path, answer, forge=None, owner=SYSTEMD,
+                 direct=False):
         super().__init__(daemon=True)
+        # direct: systemd's own socket, peer to peer (/run/systemd/private):
+        # no bus, so no Hello, no GetNameOwner, no sender on anything.
+        self.direct = direct
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(path)
         self.listener.listen(4)
@@ -310,6 +315,10 @@ class FakeDaemon(threading.Thread):
 
     def _replies(self, msg):
         member = msg.header.fields[jeepney.HeaderFields.member]
+        if self.direct and member in ('Hello', 'GetNameOwner'):
+            return [jeepney.new_error(
+                msg, 'org.freedesktop.DBus.Error.UnknownMethod', 's',
+                ('no bus here',))], None
         if member == 'Hello':
             return [jeepney.new_method_return(msg, 's', (ME,))], DRIVER
         if member == 'GetNameOwner':
@@ -371,8 +380,9 @@ class FakeDaemon(threading.Thread):
                     continue
                 reply, default = item if isinstance(item, tuple) else (
                     item, ATTACKER)
-                reply.header.fields.setdefault(
-                    jeepney.HeaderFields.sender, default)
+                if not self.direct:
+                    reply.header.fields.setdefault(
+                        jeepney.HeaderFields.sender, default)
                 reply.header.fields[jeepney.HeaderFields.destination] = ME
                 serial += 1
                 conn.sendall(reply.serialise(serial=serial))
@@ -578,9 +588,9 @@ class TestOnlySystemdAnswers(BusCase):
         bus = self.bus()
         self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
         self.assertEqual(3 * 2, bus.ignored)  # Hello, GetNameOwner too
-        self.assertIn('D-Bus LoadUnit: ignored 2 messages that carried its '
-                      'serial but were not its answer (from :1.1, :1.66; '
-                      'systemd is :1.1)', logs.output)
+        # Stepped over by its fixed header alone, its serial unread
+        # (issue 60): no warning, as for any other signal.
+        self.assertNotIn('carried its serial', logs.output)
         self.assertEqual(1, daemon.connections)
 
     def test_a_method_return_or_error_from_another_sender_is_no_answer(self):
@@ -679,6 +689,8 @@ class DaemonCase(test_systemd.SystemdTestCase):
     ``FakeBus`` behind ``FakeDaemon`` (its ``forge`` is ``self.forge``),
     systemctl gone from PATH."""
 
+    direct = False  # systemd on its own socket, no bus at all
+
     def forge(self, msg):
         return []
 
@@ -687,12 +699,14 @@ class DaemonCase(test_systemd.SystemdTestCase):
         os.unlink(os.path.join(self.host.top, 'bin', 'systemctl'))
         self.useFixture(fixtures.EnvironmentVariable(
             'PATH', os.path.join(self.host.top, 'bin')))
-        path = self.host.paths.system_bus
-        os.makedirs(os.path.dirname(path))
+        path = self.host.paths.systemd_private if self.direct else \
+            self.host.paths.system_bus
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         self.behaviour = {'calls': []}
         systemd = FakeBus(self.units_path, self.log, self.behaviour, path)
         self.daemon = FakeDaemon(path, systemd.reply_to,
-                                 forge=lambda msg: self.forge(msg))
+                                 forge=lambda msg: self.forge(msg),
+                                 direct=self.direct)
         self.daemon.start()
         self.addCleanup(self.daemon.join, 10)
         self.addCleanup(self.daemon.stop.set)
@@ -784,16 +798,19 @@ class TestWhichWay(test_systemd.SystemdTestCase):
         path = self.bus_socket()
         self.no_systemctl()
         settings = self.isolator().settings
-        self.assertEqual((None, path),
-                         (settings.systemctl, settings.system_bus))
+        self.assertEqual(
+            (None, systemdbus.Sockets(path, self.host.paths.systemd_private)),
+            (settings.systemctl, settings.system_bus))
 
     def test_neither(self):
         self.no_systemctl()
         exc = self.assertRaises(config.ConfigError, self.isolator)
         self.assertEqual(
-            "cgroup_mode systemd: no systemctl on PATH and no system bus at "
-            "%s: mount the host's /run/dbus (or /run) into the container, "
-            "or install systemctl" % self.host.paths.system_bus, str(exc))
+            "cgroup_mode systemd: no systemctl on PATH, no systemd socket at "
+            "%s and no system bus at %s: mount the host's /run/systemd (or "
+            "/run) into the container, or install systemctl" % (
+                self.host.paths.systemd_private, self.host.paths.system_bus),
+            str(exc))
 
     def test_a_file_that_is_not_a_socket_is_no_bus(self):
         path = self.host.paths.system_bus
@@ -821,7 +838,7 @@ class TestWhichWay(test_systemd.SystemdTestCase):
         calls = len(self.calls())
         self.no_systemctl()
         exc = self.assertRaises(config.ConfigError, self.undo)
-        self.assertIn('no systemctl on PATH and no system bus', str(exc))
+        self.assertIn('no systemctl on PATH, no systemd socket', str(exc))
         self.assertEqual(calls, len(self.calls()))
         with open(self.state_file) as f:
             self.assertEqual(before, f.read())
@@ -905,8 +922,9 @@ class TestWhatTheBusDelivers(BusCase):
         bus = self.bus()
         exc = self.assertRaises(BackendUnreachable, bus.call, load_unit(),
                                 'o')
-        self.assertIn('dropped more than 1048576 bytes of messages that '
-                      'were not its answer', str(exc))
+        self.assertIn('dropped more than %d messages or 1048576 bytes that '
+                      'were not its answer' % systemdbus.MAX_IGNORED,
+                      str(exc))
         self.assertIsNone(bus._sock)
 
 
@@ -975,3 +993,221 @@ class TestBigSignals(DaemonCase):
         # after 128 MiB of signals: 2.3 GiB skipped.
         self.assertLess(took, 4 * 5)
         self.assertLess(peak, 8 << 20)
+
+
+def unknown_field_signal(code, sig='s', raw=None):
+    """A signal to the agent carrying a header field of ``code``, which
+    the specification does not know: dbus-broker relays it from any
+    local user (issue 60, the High)."""
+    return test_dbuswire.message(jeepney.MessageType.signal.value, [
+        (1, 'o', test_dbuswire.value('o', '/org/example/Forger')),
+        (3, 's', test_dbuswire.value('s', 'Forged')),
+        (6, 's', test_dbuswire.value('s', ME)),
+        (7, 's', test_dbuswire.value('s', ATTACKER)),
+        (code, sig, test_dbuswire.value('s', 'x') if raw is None else raw)])
+
+
+def small_signals(count):
+    """``count`` signals of 96 bytes each, framed once."""
+    def signal(body):
+        return test_dbuswire.message(jeepney.MessageType.signal.value, [
+            (1, 'o', test_dbuswire.value('o', '/')),
+            (3, 's', test_dbuswire.value('s', 'F')),
+            (6, 's', test_dbuswire.value('s', ME)),
+            (7, 's', test_dbuswire.value('s', ATTACKER)),
+            (8, 'g', test_dbuswire.value('g', 'ay'))], body)
+    n = 96 - len(signal(b'')) - 4
+    one = signal(n.to_bytes(4, 'little') + bytes(n))
+    assert len(one) == 96, len(one)
+    return one * count
+
+
+class TestReadByTheSpecification(BusCase):
+    """issue 60, item 2: whatever else arrives, each message is stepped
+    over by its fixed header; header fields of unknown codes ignored;
+    nothing handed to a parser that can loop; reads buffered; a cap on
+    messages dropped. Each test failed on the code before (a2 below)."""
+
+    def test_header_fields_of_unknown_codes(self):
+        # Before: jeepney's Header.from_buffer raised on the code, the
+        # frame was taken as garbled and the connection dropped: every
+        # call failed.
+        def forge(msg):
+            out = [unknown_field_signal(code) for code in (10, 200, 255)]
+            # A method return carrying the call's serial and a field of
+            # an unknown code: parsed, ignored, not the answer.
+            out.append(raw_message(
+                jeepney.MessageType.method_return, 'o', b'',
+                reply_serial=msg.header.serial)[:0] + test_dbuswire.message(
+                    jeepney.MessageType.method_return.value, [
+                        (5, 'u', test_dbuswire.value('u', msg.header.serial)),
+                        (6, 's', test_dbuswire.value('s', ME)),
+                        (7, 's', test_dbuswire.value('s', ATTACKER)),
+                        (200, 's', test_dbuswire.value('s', 'x'))]))
+            return out
+        daemon = self.daemon(unit_path, forge=forge)
+        bus = self.bus()
+        for _ in range(3):
+            self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(1, daemon.connections)
+        self.assertEqual(5 * 4, bus.ignored)  # Hello, GetNameOwner, 3 calls
+
+    def test_an_empty_struct_in_a_header_field(self):
+        # jeepney looped for ever on it, allocating.
+        self.useFixture(fixtures.Timeout(30, gentle=True))
+
+        def forge(msg):
+            return [unknown_field_signal(200, '()', b''),
+                    test_dbuswire.message(
+                        jeepney.MessageType.method_return.value, [
+                            (5, 'u', test_dbuswire.value(
+                                'u', msg.header.serial)),
+                            (7, 's', test_dbuswire.value('s', ATTACKER)),
+                            (200, '()', b'')])]
+        daemon = self.daemon(unit_path, forge=forge)
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(1, daemon.connections)
+
+    def test_an_empty_struct_in_an_answers_variant(self):
+        # Only systemd (or the bus's owner) could send it; jeepney looped
+        # for ever on it. Now the variant's signature is read, not its
+        # value: not a CPU mask.
+        self.useFixture(fixtures.Timeout(10, gentle=True))
+
+        def answer(msg):
+            if msg.header.fields[jeepney.HeaderFields.member] == 'LoadUnit':
+                return unit_path(msg)
+            # An array of 8 bytes of empty structs: elements of no size.
+            return raw_message(
+                jeepney.MessageType.method_return, 'v',
+                test_dbuswire.value('g', 'a()') + bytes(3)  # aligned to 4
+                + (8).to_bytes(4, 'little') + bytes(4)  # to 8, a struct's
+                + bytes(8), sender=SYSTEMD, reply_serial=msg.header.serial)
+        self.daemon(answer)
+        manager = systemdbus.Manager(self.bus())
+        exc = self.assertRaises(BackendError, manager.show, 'system.slice')
+        self.assertEqual("system.slice: AllowedCPUs is 'a()', not a CPU "
+                         "mask", str(exc))
+
+    def reads(self):
+        """How many reads the agent's connections make (``_Stream``)."""
+        counted = []
+        real = systemdbus._Stream._recv
+
+        def recv(stream, *args):
+            counted.append(1)
+            return real(stream, *args)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.systemdbus._Stream._recv', recv))
+        return counted
+
+    def test_small_signals_are_read_in_chunks(self):
+        # issue 60, the Medium: two reads and a header parse a message
+        # before. 300,000 signals of 96 bytes before one answer.
+        flood = small_signals(300000)
+        self.assertEqual(96 * 300000, len(flood))
+        armed = [flood]
+        daemon = self.daemon(unit_path, forge=lambda msg: armed[:1] and [
+            armed.pop()])
+        reads = self.reads()
+        bus = self.bus(timeout=60)
+        cpu = time.thread_time()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        cpu = time.thread_time() - cpu
+        self.addDetail('cpu', testtools.content.text_content(
+            '%.3f s of CPU for 300,000 signals of 96 bytes, %d reads'
+            % (cpu, len(reads))))
+        self.assertEqual(300000, bus.ignored)
+        self.assertLess(len(reads), 300)  # 27.5 MiB: about 30 of 1 MiB
+        self.assertEqual(1, daemon.connections)
+
+    def test_a_cap_on_messages_dropped(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.systemdbus.MAX_IGNORED', 1000))
+        flood = small_signals(2000)
+        self.daemon(unit_path, forge=lambda msg: [flood])
+        bus = self.bus()
+        exc = self.assertRaises(BackendUnreachable, bus.call, load_unit(),
+                                'o')
+        self.assertIn('dropped more than 1000 messages', str(exc))
+        self.assertIsNone(bus._sock)
+
+
+class TestSystemdsOwnSocket(BusCase):
+    """issue 60, item 1: systemd's own socket first, where no other peer
+    can send anything on the connection; the system bus only where it
+    cannot be reached, with a warning naming the mount to add."""
+
+    def setUp(self):
+        super().setUp()
+        self.private = self.path + '-private'
+
+    def bus(self, timeout=5):
+        bus = systemdbus.Bus(self.path, timeout=timeout,
+                             private=self.private)
+        self.addCleanup(bus.close)
+        return bus
+
+    def test_its_own_socket_first(self):
+        systemd = FakeDaemon(self.private, unit_path, direct=True)
+        systemd.start()
+        self.addCleanup(systemd.join, 10)
+        self.addCleanup(systemd.stop.set)
+        # The bus is there too, and hostile: never asked.
+        on_bus = self.daemon(unit_path, forge=lambda msg: [fd_signal()])
+        bus = self.bus()
+        for _ in range(2):
+            self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual('D-Bus at %s' % self.private, str(bus))
+        self.assertEqual((1, 0, 0), (systemd.connections,
+                                     on_bus.connections, bus.ignored))
+        # No Hello, no GetNameOwner: nobody but systemd there.
+        self.assertEqual(['LoadUnit', 'LoadUnit'],
+                         [member for member, _ in systemd.seen])
+
+    def test_the_bus_where_it_has_none(self):
+        logs = self.useFixture(fixtures.FakeLogger())
+        self.daemon(unit_path)
+        bus = self.bus()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        bus.close()
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual('D-Bus at %s' % self.path, str(bus))
+        # Once a process, not once a connection.
+        self.assertEqual(1, logs.output.count(
+            "mount the host's /run/systemd"), logs.output)
+
+    def test_a_peer_that_is_not_root_is_not_systemd(self):
+        systemd = FakeDaemon(self.private, unit_path, direct=True)
+        systemd.start()
+        self.addCleanup(systemd.join, 10)
+        self.addCleanup(systemd.stop.set)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.isolation.systemdbus._peer_uid',
+            lambda sock: 1000))
+        exc = self.assertRaises(BackendError, self.bus().call, load_unit(),
+                                'o')
+        self.assertIn('served by uid 1000, not root', str(exc))
+        self.assertEqual([], systemd.seen)
+
+
+class TestApplyOnSystemdsOwnSocket(DaemonCase):
+    """The agent end to end with systemd on its own socket and no bus at
+    all: apply, status, undo."""
+
+    direct = True
+
+    def test_apply_status_undo(self):
+        self.isolator().apply()
+        self.assertEqual(dict.fromkeys(test_systemd.SLICES, '0'), {
+            u: self.units()[u].get('AllowedCPUs')
+            for u in test_systemd.SLICES})
+        st = report.status(self.options(), self.host.paths)
+        self.assertEqual('D-Bus at %s' % self.host.paths.systemd_private,
+                         st['systemd_through'])
+        self.assertEqual(3, st['confined'])
+        result = self.undo()
+        self.assertEqual(('systemd', 3, ()), (result.mode, result.restored,
+                                              result.failures))
+        self.assertFalse(os.path.exists(self.host.paths.system_bus))

@@ -13,6 +13,7 @@ import testtools
 
 from nova_pinning_hooks.host import statefile
 from nova_pinning_hooks.isolation import BackendError
+from nova_pinning_hooks.isolation import systemdbus
 from nova_pinning_hooks.nova import activation
 from nova_pinning_hooks.observe import metrics
 from nova_pinning_hooks.passes import reconciler
@@ -173,10 +174,13 @@ class TestThePassThreadNeverAsksSystemd(OneGuestCase):
         self.addCleanup(release.set)
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.isolation.config.systemd_access',
-            lambda paths=None: (None, os.path.join(self.dir, 'bus'))))
+            lambda paths=None: (None, systemdbus.Sockets(
+                os.path.join(self.dir, 'bus'),
+                os.path.join(self.dir, 'private')))))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_pinning_hooks.isolation.systemdbus.Bus',
-            lambda path: HangingBus(path, self.calls, release)))
+            lambda path, private=None: HangingBus(path, self.calls,
+                                                  release)))
 
     def test_a_pass_and_its_textfile_with_a_hung_bus(self):
         # What the agent published after its last sweep (statusfile's

@@ -3,6 +3,7 @@
 
 import logging
 import time
+import tracemalloc
 import types
 
 import fixtures
@@ -224,6 +225,45 @@ class TestWeights(testtools.TestCase):
         self.assertEqual(4, len(calls))
         weigher_mod.summary_of(texts[1])
         self.assertEqual(5, len(calls))
+
+    def test_a_text_decode_refuses_never_hits_the_cache(self):
+        # issue 60 (informational): the cache was keyed by the text after
+        # the pass time, so the tail of a stamped text, itself no JSON,
+        # was taken from the cache although decode refuses it.
+        first = text((1, 0))
+        weigher_mod.summary_of(first)
+        tail = first.split(',', 1)[1]
+        self.assertRaises(summary_mod.SummaryError, summary_mod.decode, tail)
+        self.assertRaises(summary_mod.SummaryError, weigher_mod.summary_of,
+                          tail)
+
+    def test_the_cache_is_bounded_by_bytes(self):
+        # issue 60 (informational): 16,384 worst-case summaries took 301
+        # MiB per scheduler worker. Worst case: 64 nodes, large numbers.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.nova.weigher.CACHE_BYTES', 4 << 20))
+
+        def worst(i):
+            nodes = tuple(summary_mod.Node(
+                n, 4000 + i, 8000 + n, (1 << 32) + i, (1 << 32) - 1, True)
+                for n in range(summary_mod.MAX_NODES))
+            return summary_mod.encode(summary_mod.Summary(
+                Rules(16.0), nodes, 123456 + i, 654321,
+                1764150000))
+        texts = [worst(i) for i in range(400)]
+        self.assertTrue(all(texts))
+        tracemalloc.start()
+        self.addCleanup(tracemalloc.stop)
+        base = tracemalloc.get_traced_memory()[0]
+        for t in texts:
+            weigher_mod.summary_of(t)
+        held = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        counted = weigher_mod._CACHED_BYTES[0]
+        self.assertLessEqual(counted, 4 << 20)
+        self.assertLess(len(weigher_mod._CACHE), 400)
+        # What the count says is at least what Python holds.
+        self.assertLessEqual(held, counted)
 
     def test_a_summary_too_old_never_weighs(self):
         """A compute that stopped saving its node (nova-compute down)

@@ -172,7 +172,19 @@ class TestServedFromTheStart(testtools.TestCase):
 
     def test_systemd_counts_units(self):
         text = metrics.exposition(metrics.HostView(isolation={
-            'state': 'applied', 'mode': 'systemd',
-            'not_confined': ['a.service']}))
+            'state': 'applied', 'mode': 'systemd', 'not_confined': 1}))
         self.assertEqual(1, value(
             text, 'nova_pinning_isolation_not_confined_units'))
+
+    def test_counts_are_integers_only(self):
+        # issue 60: a float count raised out of generate_latest (len of
+        # a float); a list or a bool was served as a number.
+        for bad in (1.5, ['a.service'], True, -1, 'x', None):
+            text = metrics.exposition(metrics.HostView(isolation={
+                'state': 'applied', 'mode': 'systemd', 'confined': bad,
+                'not_confined': bad, 'irqs_moved': bad,
+                'irqs_on_one_to_one': bad}))
+            for name in ('confined_units', 'not_confined_units',
+                         'irqs_moved', 'irqs_on_one_to_one'):
+                self.assertEqual(0, value(
+                    text, 'nova_pinning_isolation_' + name), (bad, name))

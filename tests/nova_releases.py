@@ -16,15 +16,22 @@ import sys
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 PATH = os.path.join(TOP, 'tools', 'nova_releases.py')
 
-_NAME = 'nph_tools_nova_releases'
-if _NAME in sys.modules:
-    lib = sys.modules[_NAME]
-else:
-    _spec = importlib.util.spec_from_file_location(_NAME, PATH)
-    assert _spec and _spec.loader
-    lib = importlib.util.module_from_spec(_spec)
-    sys.modules[_NAME] = lib  # dataclasses look their module up there
-    _spec.loader.exec_module(lib)
+
+
+def tool(path, name):
+    """The module of a script of tools/ (no package), loaded once by its
+    path as ``name``."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+lib = tool(PATH, 'nph_tools_nova_releases')
 
 releases = lib.releases
 release = lib.release

@@ -3,7 +3,9 @@
 
     python tools/check-dist.py DIST
 
-1. DIST holds one sdist and one pure wheel, both at setup.cfg's version;
+1. DIST holds one sdist and one pure wheel, both at the version this
+   commit builds (RELEASES, tools/releases.py: the release's on its
+   commit, a dev version after it);
    ``twine check --strict`` passes on both.
 2. The wheel's requirements name libvirt-python only in the ``libvirt``
    extra.
@@ -30,10 +32,10 @@
 Each failure is one line; exit 1 if any, else 0.
 """
 
-import configparser
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,20 +44,32 @@ import zipfile
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 # Loaded by its path: tox runs this with PYTHONSAFEPATH=1, which leaves
 # the script's directory off sys.path.
-_spec = importlib.util.spec_from_file_location(
-    'nova_releases', os.path.join(TOP, 'tools', 'nova_releases.py'))
-assert _spec and _spec.loader
-nova_releases = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(nova_releases)
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(TOP, 'tools', name + '.py'))
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+nova_releases = _tool('nova_releases')
+releases = _tool('releases')  # RELEASES: the version this commit builds
 SERIES = tuple(r.series for r in nova_releases.ci())
 NOVA = {r.series: r.nova for r in nova_releases.ci()}  # as tox.ini's
 DEBIAN_PYTHON = '/usr/bin/python3'
 
 
-def release():
-    cfg = configparser.ConfigParser()
-    cfg.read(os.path.join(TOP, 'setup.cfg'))
-    return cfg['metadata']['version']
+def release(dist):
+    """The version of DIST's wheel, if it is the one this commit builds."""
+    for name in os.listdir(dist):
+        match = re.fullmatch(r'nova_pinning_hooks-(%s)-py3-none-any\.whl'
+                             % releases.expected(TOP), name)
+        if match:
+            return match.group(1)
+    return releases.expected(TOP)
 
 
 def canon(name):
@@ -170,7 +184,7 @@ def check_install(items, series, label, cons, ours, python, tmp):
 
 def main(dist):
     errors = []
-    version = release()
+    version = release(dist)
     files = sorted(os.listdir(dist))
     expected = ['nova_pinning_hooks-%s-py3-none-any.whl' % version,
                 'nova_pinning_hooks-%s.tar.gz' % version]

@@ -1,12 +1,12 @@
-"""Sphinx extension: reno's release notes, with the version named as
-releasenotes/ names it, and said not built in a shallow clone.
+"""Sphinx extension: reno's release notes, grouped by release, and said
+not built in a shallow clone.
 
-reno names versions after git tags, and a tag does not travel with the
-project's commits: in a history without any tag reno calls the current
-version 0.0.0 (its unreleased_version_title applies only to a version
-counted from a tag, "1.0.0-3"). Until the first tag is there, the
-current version is setup.cfg's release (CONTRIBUTING.rst, "Releasing");
-once a tag is found, reno's own answer stands.
+reno groups the notes by git tags, and a tag does not travel with the
+project's commits: RELEASES says which commit is which release, and
+tools/releases.py makes the missing tags from it before reno scans
+(as setup.py does before pbr). Notes after the last release are under
+reno's name for the commit ("1.1.0-3"), as a build of it is a dev
+version.
 
 reno reads the notes' history from git: in a shallow clone it fails (a
 parent commit it cannot find; and two notes of this history share a UID,
@@ -19,7 +19,7 @@ Used by both builds that hold the release notes: doc/source (the
 reference's release notes page) and releasenotes/source.
 """
 
-import configparser
+import importlib.util
 import os
 import subprocess
 
@@ -31,10 +31,14 @@ TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
 LOG = logging.getLogger(__name__)
 
 
-def _release():
-    cfg = configparser.ConfigParser()
-    cfg.read(os.path.join(TOP, 'setup.cfg'))
-    return cfg['metadata']['version']
+def _tag_releases():
+    """tools/releases.py's ``tag``: the tags reno groups the notes by."""
+    spec = importlib.util.spec_from_file_location(
+        '_nph_releases', os.path.join(TOP, 'tools', 'releases.py'))
+    releases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(releases)
+    for version in releases.tag(TOP):
+        LOG.info('release notes: tagged %s from RELEASES', version)
 
 
 def _shallow():
@@ -73,16 +77,6 @@ def setup(app):
     if _shallow():
         app.add_directive('release-notes', NotBuilt)
         return {'parallel_read_safe': True}
-    from reno import scanner
-
-    release = _release()
-    reno_current_version = scanner.Scanner._get_current_version
-    if not getattr(reno_current_version, 'nph_patched', False):
-        def current_version(self, branch=None):
-            version = reno_current_version(self, branch)
-            return release if version == '0.0.0' else version
-
-        current_version.nph_patched = True
-        scanner.Scanner._get_current_version = current_version
+    _tag_releases()
     app.setup_extension('reno.sphinxext')
     return {'parallel_read_safe': True}

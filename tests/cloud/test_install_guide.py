@@ -19,9 +19,13 @@ configuration files, the flavor...), which are the cloud's here
 ``systemctl``) are this cloud's own (``tools/cloud.sh``); ``pip`` reads
 no index (``PIP_NO_INDEX``: the release is already in nova's
 environment, as the cloud installed it; a page whose install would
-change it fails).
+change it fails), so the page's ``nova-pinning-hooks==RELEASE`` names
+the version this checkout built (a dev version after the release:
+RELEASES, tools/releases.py; tests/unit/test_install_pages.py checks
+that every page pins the release).
 """
 
+import glob
 import os
 import shlex
 import shutil
@@ -29,6 +33,7 @@ import subprocess
 import tempfile
 
 from tests import installguide
+from tests import releases
 from tests.cloud import base
 
 PAGES = os.path.join(base.TOP, 'doc', 'source', 'install')
@@ -88,6 +93,21 @@ CONF_FILES = {'conf-compute': {'nph-compute1': 'pinning1.conf',
               'conf-scheduler': 'scheduler.conf'}
 
 
+def built_version():
+    """The version of the wheel tools/cloud/venv.sh built from this
+    checkout and installed in the cloud."""
+    whl, = glob.glob(os.path.join(CACHE, 'wheels',
+                                  'nova_pinning_hooks-*.whl'))
+    return os.path.basename(whl).split('-')[1]
+
+
+def as_built(command):
+    """``command`` with the pages' pin of the release replaced by the
+    version this checkout built (the same on the release's commit)."""
+    return command.replace('nova-pinning-hooks==%s' % releases.lib.last(),
+                           'nova-pinning-hooks==%s' % built_version())
+
+
 def script(values, commands, state_in, state_out, assigned):
     """One stretch of a page's commands as a bash script: the cloud's
     values, the names earlier stretches assigned, then each command as
@@ -98,7 +118,7 @@ def script(values, commands, state_in, state_out, assigned):
         lines.append('. %s' % shlex.quote(state_in))
     for command in commands:
         lines.append('printf "%%s\\n" %s' % shlex.quote('# ' + command))
-        lines.append(command)
+        lines.append(as_built(command))
     if assigned:
         lines.append('declare -p %s > %s' % (' '.join(sorted(assigned)),
                                              shlex.quote(state_out)))

@@ -1,5 +1,6 @@
-"""Day two: the package upgraded from its 1.0.0 release to this checkout
-and rolled back, with guests running, the way each layout does it:
+"""Day two: the package upgraded from its 1.0.0 release (the commit
+RELEASES names, its wheel) to this checkout and rolled back, with
+guests running, the way each layout does it:
 
 * nph-compute1 (OpenStack-Ansible, distribution packages): the wheel into
   nova's virtualenv, nova-compute restarted;
@@ -16,13 +17,15 @@ At the end this checkout's package is back everywhere.
 
 import glob
 import os
+import re
 import subprocess
 import tempfile
 
+from tests import releases
 from tests.cloud import base as cloud_base
 from tests.day2 import base
 
-RELEASE_1_0_0 = '8f6371f'  # "Merge branch 'release-1.0'" (setup.cfg 1.0.0)
+RELEASE_1_0_0 = dict(releases.lib.read(cloud_base.TOP))['1.0.0']
 
 
 def wheel(source, out, version=None):
@@ -52,6 +55,12 @@ class TestUpgradeAndRollback(base.DayTwoCase):
                        timeout=120)
         cls.old = wheel(src, os.path.join(cls.tmp, 'old'), version='1.0.0')
         cls.new = wheel(cloud_base.TOP, os.path.join(cls.tmp, 'new'))
+        # The wheels are the releases they say they are: 1.0.0, and the
+        # version this commit builds (1.1.0 on its release commit).
+        assert os.path.basename(cls.old).startswith(
+            'nova_pinning_hooks-1.0.0-'), cls.old
+        assert re.fullmatch(releases.expected_version(cloud_base.TOP),
+                            os.path.basename(cls.new).split('-')[1]), cls.new
 
     def setUp(self):
         super().setUp()

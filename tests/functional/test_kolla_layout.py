@@ -44,6 +44,7 @@ import fixtures
 import testtools
 
 from nova_pinning_hooks.host import libvirtapi
+from tests import releases
 from tests.functional import base
 from tests import nova_releases
 
@@ -226,7 +227,8 @@ class TestKollaLayout(base.FunctionalTestCase):
         version = self.podman_exec(
             container, KOLLA_VENV_BIN + 'nova-pinning', '--version')
         self.assertEqual(0, version.returncode, version.stderr)
-        self.assertIn('1.0.0', version.stdout + version.stderr)
+        self.assertRegex(version.stdout.strip(),
+                         '^%s$' % releases.expected_version())
         check = self.podman_exec(container, KOLLA_VENV_BIN + 'pip', 'check')
         self.assertEqual(0, check.returncode, check.stdout + check.stderr)
         self.assertIn('No broken requirements', check.stdout)
@@ -446,7 +448,8 @@ class TestKollaLayout(base.FunctionalTestCase):
         derived = images['nova_compute_derived']
         version = run(derived, KOLLA_VENV_BIN + 'nova-pinning', '--version')
         self.assertEqual(0, version.returncode, version.stderr)
-        self.assertIn('1.0.0', version.stdout + version.stderr)
+        self.assertRegex(version.stdout.strip(),
+                         '^%s$' % releases.expected_version())
         check = run(derived, KOLLA_VENV_BIN + 'pip', 'check')
         self.assertIn('No broken requirements', check.stdout, check.stderr)
         binding = run(derived, KOLLA_VENV_BIN + 'python3', '-c',

@@ -16,6 +16,7 @@ import re
 import testtools
 
 from tests import installguide
+from tests import releases
 from tests.cloud import test_install_guide as cloud_test
 
 PAGES = os.path.join(os.path.dirname(__file__), '..', '..', 'doc',
@@ -23,6 +24,7 @@ PAGES = os.path.join(os.path.dirname(__file__), '..', '..', 'doc',
 CLOUD_STEPS = {('package', 'on'), ('package', 'off'),
                ('package', 'disabled'), ('weigher', 'on'),
                ('weigher', 'off')}
+_PIN = re.compile(r'nova-pinning-hooks(?:\[\w+\])?==(\d[^\s\'"`,)]*)')
 _USE = re.compile(r'\$\{?([A-Za-z_][A-Za-z0-9_]*)')
 
 
@@ -70,3 +72,19 @@ class TestInstallPages(testtools.TestCase):
                           os.path.join(PAGES, name)))}
         self.assertEqual(set(cloud_test.VALUES), marked)
         self.assertEqual(set(cloud_test.HOST), marked)
+
+    def test_every_page_pins_the_release_the_build_makes(self):
+        """The pages pin RELEASES' last release: a build of its commit
+        makes that version (tests/unit/test_installed.py), a later
+        commit's build its dev successor (the cloud's page test installs
+        that one in the pin's place)."""
+        doc = os.path.join(PAGES, '..')
+        pins = {}
+        for folder, _dirs, files in os.walk(doc):
+            for name in files:
+                if name.endswith('.rst'):
+                    with open(os.path.join(folder, name)) as f:
+                        for version in _PIN.findall(f.read()):
+                            pins.setdefault(version, []).append(name)
+        self.assertIn('venv.rst', pins.get(releases.lib.last(), []))
+        self.assertEqual({releases.lib.last()}, set(pins), pins)

@@ -26,12 +26,14 @@ build_venv() {
     # into nova's venv, with the series' upper-constraints (os_nova's
     # nova_user_pip_packages go through the venv build with them), its
     # own requirements resolved there, nothing built. Installed again when
-    # its source changed (one version, 1.0.0: uninstalled first), and
-    # then running nova-computes restart.
+    # its source or its version changed (the version is the commit's:
+    # RELEASES, tools/releases.py; uninstalled first, as a dev version
+    # can go down), and then running nova-computes restart.
     local sum wheels=$CACHE/wheels
-    sum=$(cd "$top" && find nova_pinning_hooks setup.cfg setup.py requirements.txt \
-          -type f \( -name '*.py' -o -name 'setup.*' -o -name '*.txt' \) \
-          | sort | xargs sha256sum | sha256sum)
+    sum=$(cd "$top" && { find nova_pinning_hooks setup.cfg setup.py requirements.txt \
+          RELEASES -type f \( -name '*.py' -o -name 'setup.*' -o -name '*.txt' \
+          -o -name RELEASES \) | sort | xargs sha256sum
+          git rev-parse HEAD 2>/dev/null || true; } | sha256sum)
     if [ "$(cat "$venv/.nph-package" 2>/dev/null)" != "$sum" ]; then
         rm -rf "$wheels"; mkdir -p "$wheels"
         { "$venv/bin/pip" wheel -q --no-deps -w "$wheels" "$top" &&

@@ -380,7 +380,8 @@ isolation_opts = [
                    'auto': 'systemd with cgroup v2 if pid 1 is systemd on a '
                            'unified hierarchy, else v1',
                    'systemd': 'AllowedCPUs= on slices',
-                   'v1': 'a cgroup v1 cpuset group'}),
+                   'v1': 'a cgroup v1 cpuset group (deprecated in 1.1.0, '
+                         'removed in 2.0.0)'}),
                help='How host processes are confined.'),
     cfg.StrOpt('cgroup_root', default='/sys/fs/cgroup',
                help='Where the cgroup hierarchies are mounted.'),

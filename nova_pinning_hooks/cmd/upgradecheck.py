@@ -403,6 +403,38 @@ class Checks(UpgradeCommands):
                       's ago' % (applied, published.get('status_age')))
 
     @_options
+    def check_cgroup_v1(self) -> Result:
+        """The isolation's cgroup v1 mode, deprecated: where it would run
+        (the mode here, or the mode a state records)."""
+        opts = iso_config.read(self.conf)
+        mode = iso_config.mode_here(opts, self.paths)
+        try:
+            st = state.load(opts.state_file)
+        except state.StateError:
+            st = None  # "isolation state" says why
+        recorded = st['mode'] if st else None
+        deprecated = (
+            'cgroup v1 is deprecated since %s and removed in %s: boot this '
+            'host with cgroup v2 and systemd (cgroup_mode systemd) before '
+            'upgrading to %s (doc/source/admin/isolation.rst, "cgroup v1")'
+            % (iso_config.V1_DEPRECATED_IN, iso_config.V1_REMOVED_IN,
+               iso_config.V1_REMOVED_IN))
+        if recorded == state.CgroupMode.V1:
+            return Result(Code.WARNING, 'the isolation is applied in cgroup '
+                          'v1 mode; %s' % deprecated)
+        if mode != state.CgroupMode.V1:
+            return Result(Code.SUCCESS, 'cgroup_mode %s: %s' % (
+                opts.cgroup_mode, mode))
+        if not opts.reserved_cpus:
+            return Result(Code.SUCCESS, 'a cgroup v1 host, but no isolation '
+                          '([nova_pinning] reserved_cpus unset)')
+        why = ('cgroup_mode v1' if opts.cgroup_mode == state.CgroupMode.V1
+               else 'cgroup_mode auto on a host without cgroup v2 and '
+               'systemd')
+        return Result(Code.WARNING, 'the isolation runs in cgroup v1 mode '
+                      '(%s); %s' % (why, deprecated))
+
+    @_options
     def check_pinned_guests(self) -> Result:
         uri, source = self.libvirt_uri()
         host = virt.connect(uri, settings_mod.read(self.conf).host)
@@ -451,6 +483,7 @@ class Checks(UpgradeCommands):
         ('isolation status', check_isolation_status),
         ('metrics textfile', check_textfile),
         ('isolation', check_isolation),
+        ('cgroup v1', check_cgroup_v1),
         ('pinned guests', check_pinned_guests),
     )
 

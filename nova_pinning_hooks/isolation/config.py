@@ -361,6 +361,27 @@ def systemd_access(paths: HostPaths = HOST
     return None, systemdbus.Sockets(paths.system_bus, paths.systemd_private)
 
 
+# cgroup v1 (``cgroup_mode v1``, and what ``auto`` resolves to on a v1
+# or hybrid host) is deprecated since 1.1.0 and removed in 2.0.0:
+# systemd 258 removed cgroup v1, and every platform nova 29 to 34 runs
+# on boots cgroup v2. It keeps working, and tested, until then.
+V1_DEPRECATED_IN = '1.1.0'
+V1_REMOVED_IN = '2.0.0'
+
+
+def mode_here(opts: Options, paths: HostPaths = HOST) -> str:
+    """The mode the isolation runs in on this host: ``cgroup_mode``, or
+    what ``auto`` resolves to; not checked (``resolve_mode`` checks)."""
+    mode = opts.cgroup_mode
+    if mode == state.CgroupMode.AUTO:
+        unified = os.path.exists(os.path.join(opts.cgroup_root,
+                                              'cgroup.controllers'))
+        mode = (state.CgroupMode.SYSTEMD
+                if unified and os.path.isdir(paths.systemd_run)
+                else state.CgroupMode.V1)
+    return mode
+
+
 def resolve_mode(opts: Options, paths: HostPaths = HOST,
                  undo: bool = False
                  ) -> tuple[str, typing.Optional[str],
@@ -369,13 +390,8 @@ def resolve_mode(opts: Options, paths: HostPaths = HOST,
     both None for v1); ConfigError if that mode cannot work here.
     ``undo``: only to put properties back, which works whether or not
     they ever took effect."""
-    mode = opts.cgroup_mode
+    mode = mode_here(opts, paths)
     root = opts.cgroup_root
-    if mode == state.CgroupMode.AUTO:
-        unified = os.path.exists(os.path.join(root, 'cgroup.controllers'))
-        mode = (state.CgroupMode.SYSTEMD
-                if unified and os.path.isdir(paths.systemd_run)
-                else state.CgroupMode.V1)
     if mode == state.CgroupMode.SYSTEMD:
         systemctl, bus = systemd_access(paths)
         if not undo:

@@ -4,6 +4,7 @@ in a child Python."""
 
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -604,14 +605,85 @@ class TestPinnedGuests(ChecksTestCase):
                         'number (see "configuration")')
 
 
+class TestCgroupV1(ChecksTestCase):
+    """cgroup v1, deprecated in 1.1.0: a Warning where the isolation
+    runs (or was applied) in v1 mode; a temporary cgroup root stands for
+    the host's /sys/fs/cgroup."""
+
+    def host(self, unified, systemd=True):
+        root = os.path.join(self.tmp, 'cgroup')
+        os.makedirs(os.path.join(root, 'cpuset'), exist_ok=True)
+        if unified:
+            with open(os.path.join(root, 'cgroup.controllers'), 'w') as f:
+                f.write('cpuset cpu memory\n')
+        run = os.path.join(self.tmp, 'run-systemd')
+        if systemd:
+            os.makedirs(run, exist_ok=True)
+        return root, run
+
+    def check(self, unified, systemd=True, pinning='reserved_cpus = 0',
+              isolation=''):
+        root, run = self.host(unified, systemd)
+        self.write_config(pinning=pinning, isolation='cgroup_root = %s\n%s'
+                          % (root, isolation))
+        checks = self.checks()
+        checks.paths = iso_config.HostPaths(proc=self.proc, systemd_run=run)
+        result = checks.check_cgroup_v1()
+        self.assertEqual(1, len(result.details.splitlines()), result.details)
+        return result.code, result.details
+
+    def test_a_v1_host_is_warned(self):
+        self.assertCode(Code.WARNING, self.check(unified=False),
+                        'the isolation runs in cgroup v1 mode (cgroup_mode '
+                        'auto on a host without cgroup v2 and systemd); '
+                        'cgroup v1 is deprecated since 1.1.0 and removed in '
+                        '2.0.0')
+
+    def test_a_v2_host_without_systemd_is_v1_and_warned(self):
+        self.assertCode(Code.WARNING, self.check(unified=True,
+                                                 systemd=False),
+                        'cgroup v1 mode')
+
+    def test_v1_chosen_is_warned(self):
+        self.assertCode(Code.WARNING, self.check(
+            unified=True, isolation='cgroup_mode = v1'),
+            '(cgroup_mode v1)', 'removed in 2.0.0')
+
+    def test_a_v2_host_with_systemd(self):
+        self.assertCode(Code.SUCCESS, self.check(unified=True),
+                        'cgroup_mode auto: systemd')
+
+    def test_no_isolation_on_a_v1_host(self):
+        self.assertCode(Code.SUCCESS, self.check(unified=False, pinning=''),
+                        'no isolation')
+
+    def test_a_state_applied_in_v1(self):
+        # The state 1.0.0 wrote in v1 mode (tests/data/release-1.0.0).
+        shutil.copy(os.path.join(os.path.dirname(__file__), os.pardir,
+                                 os.pardir, 'data', 'release-1.0.0',
+                                 'isolation-v1.json'), self.state_file)
+        self.assertEqual('v1', state.load(self.state_file)['mode'])
+        self.assertCode(Code.WARNING, self.check(unified=True, pinning=''),
+                        'applied in cgroup v1 mode')
+
+
 class TestChecksTable(testtools.TestCase):
+
+    def test_the_title_names_the_installed_version(self):
+        self.assertEqual('nova-pinning-hooks %s upgrade check'
+                         % version.version_string(),
+                         upgradecheck.Checks.display_title)
+        if os.environ.get('NPH_TEST_INSTALLED') == '1':
+            from importlib import metadata
+            self.assertIn(metadata.version('nova-pinning-hooks'),
+                          upgradecheck.Checks.display_title)
 
     def test_every_check_is_run_in_order(self):
         self.assertEqual(
             ['nova', 'libvirt binding', 'configuration',
              'notification driver', 'overcommit file', 'isolation state',
              'isolation status', 'metrics textfile', 'isolation',
-             'pinned guests'],
+             'cgroup v1', 'pinned guests'],
             [name for name, _ in upgradecheck.Checks._upgrade_checks])
         self.assertEqual(sys.executable, upgradecheck.Checks(
             cfg.ConfigOpts()).python)

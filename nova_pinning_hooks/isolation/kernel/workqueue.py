@@ -7,7 +7,8 @@ its own ``cpumask`` but never beyond that global mask. ``follow`` sets
 the global mask to its original CPUs minus the one-to-one CPUs (every
 online CPU minus them when that leaves none), ``restore`` writes the
 original back. Per-CPU (bound) work, kernel threads, timers and RCU
-callbacks cannot be moved at run time: see doc/source/admin/isolation.rst.
+callbacks cannot be moved at run time: see
+doc/source/reference/isolation-design.rst.
 
 ``record`` is the ``workqueue`` part of the isolation state
 (``Record``): ``{"original": "000000ff", "set": "0000000f"}`` (kernel

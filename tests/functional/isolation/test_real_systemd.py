@@ -17,7 +17,7 @@ nothing (``EffectiveCPUs=`` stays empty, daemons keep every CPU). So:
   line, to report a confinement that systemd did not make, and changes
   nothing; ``status`` and ``undo`` work;
 * confinement itself, ``watch`` across a daemon restart and its undo
-  cannot be shown here (see doc/source/admin/isolation.rst).
+  cannot be shown here (see doc/source/reference/isolation-design.rst).
 """
 
 import os

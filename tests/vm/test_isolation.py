@@ -29,7 +29,9 @@ if [ ! -L /bin ] && [ -e /bin/systemctl ]; then
     mount --bind /root/no-systemctl /bin/systemctl
 fi
 if [ "$1" = nobus ]; then mount -t tmpfs none /run/dbus; fi
-if [ "$1" != bus ]; then mount --bind /root/no-systemctl /run/systemd/private; fi
+if [ "$1" != bus ]; then
+    mount --bind /root/no-systemctl /run/systemd/private
+fi
 shift
 for dir in $(echo "$PATH" | tr : ' ') /bin /sbin /usr/sbin; do
     if [ -x "$dir/systemctl" ]; then

@@ -395,6 +395,10 @@ class Bus:
                     stream.skip(head.length, end, cut)
         finally:
             self.ignored += ignored
+            if ignored:
+                LOG.debug('isolation: D-Bus %s: stepped over %d messages '
+                          'that were not its answer',
+                          msg.header.fields.get(_member()), ignored)
             if forged:
                 LOG.warning(
                     'isolation: D-Bus %s: ignored %d messages that carried '

@@ -24,11 +24,15 @@ With ``fd`` (issue 48, R5-H1) it sends instead one signal of type ``h``
 every client connection every second: both buses deliver it.
 
 With ``attacks`` (issue 60) it sends, to each new connection as it
-appears and to every client connection every second: that ``h`` signal;
-a signal carrying a header field of code 200, which the specification
-says to ignore (dbus-broker relays it, dbus-daemon strips it; jeepney
-raised on it); and a flood of small signals of 96 bytes (``FLOOD`` to a
-new connection, ``FLOOD_EACH`` a second after), sent as one write each.
+appears and to every client connection every second: that ``h`` signal,
+and a signal carrying a header field of code 200, which the
+specification says to ignore (dbus-broker relays it, dbus-daemon strips
+it; jeepney raised on it); and, to the agent's connections alone
+(``is_agent``), small signals of 96 bytes, ``FLOOD`` to each new one and
+``FLOOD_EACH`` to each every ``FLOOD_EVERY`` rounds, one write each. (2,000 to every client every
+second kept the TCG VM's bus and systemd so busy that systemd answered
+nobody within ``status``'s 5 s, on either socket: a load on the host,
+not on the agent's connection.)
 """
 
 import itertools
@@ -52,6 +56,7 @@ WINDOW = 300
 TOP = 3000
 FLOOD = 20000
 FLOOD_EACH = 2000
+FLOOD_EVERY = 10
 
 
 def _pad(buf, n):
@@ -102,6 +107,8 @@ class Forger:
         self.fd = fd or attacks
         self.attacks = attacks
         self.floods = {}  # name: FLOOD_EACH small signals, framed once
+        self.agents = {}  # name: whether it is the agent's (is_agent)
+        self.rounds = 0
         self.sent = 0
         self.window = WINDOW
         self.serials = itertools.count(1 << 30)
@@ -125,12 +132,40 @@ class Forger:
             return 'o', (PATH,)
         return 'v', (('ay', self.mask),)
 
+    def is_agent(self, conn, name):
+        """Whether ``name`` is a connection of nova-pinning-isolate (or of
+        the VM tests' zygote that runs it): what an attacker who wants to
+        flood the agent, not the whole host, asks the bus and /proc."""
+        if name not in self.agents:
+            try:
+                pid = conn.send_and_get_reply(
+                    message_bus.GetConnectionUnixProcessID(name),
+                    timeout=5).body[0]
+                with open('/proc/%d/cmdline' % pid, 'rb') as f:
+                    cmdline = f.read()
+            except (OSError, ValueError, IndexError, TimeoutError,
+                    jeepney.DBusErrorResponse):
+                return False  # gone, or not to be known
+            if len(self.agents) > 200:
+                self.agents.clear()
+            self.agents[name] = b'nova-pinning-isolate' in cmdline or \
+                b'zygote.py' in cmdline
+        return self.agents[name]
+
     def attack(self, conn, name, first):
         """issue 60: an unknown header field, and small signals."""
         conn.sock.sendall(unknown_field(name))
         self.sent += 1
+        # The flood to the agent's connections alone: sent to every new
+        # connection, it reached systemd's own on the bus too (before it
+        # owns its name), and kept pid 1 from answering anybody in 30 s.
+        if not first and self.rounds % FLOOD_EVERY or \
+                not self.is_agent(conn, name):
+            return
         if name not in self.floods:
-            self.floods = {name: small(name) * FLOOD_EACH}  # the newest
+            if len(self.floods) > 50:  # names of connections long gone
+                self.floods.clear()
+            self.floods[name] = small(name) * FLOOD_EACH
         blob = self.floods[name] * (FLOOD // FLOOD_EACH if first else 1)
         conn.sock.sendall(blob)
         self.sent += len(blob) // 96
@@ -175,6 +210,7 @@ class Forger:
                 n not in owners and n != conn.unique_name]
 
     def round(self, conn):
+        self.rounds += 1
         serials = list(range(1, WINDOW)) + list(range(
             self.window, self.window + WINDOW))
         self.window = self.window + WINDOW if \

@@ -2,7 +2,7 @@
 real host: issue 48's signal of type ``h`` (a descriptor's index) that
 carries no descriptor, and issue 60's signal carrying a header field of
 an unknown code (200) and flood of small signals (96 bytes each, 20,000
-to each new connection, 2,000 a second after).
+to each new connection, 2,000 every 10 s after).
 
 Both system buses: the VM's own dbus-daemon 1.14 (Debian's policy lets
 every user send signals) and dbus-broker 33 (the VM rebooted onto it,

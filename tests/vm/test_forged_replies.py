@@ -69,6 +69,9 @@ FORGED_MASK = '10'
 ZYGOTE_UNIT = 'nph-vm-zygote-dbus'
 ZYGOTE_SOCKET = '/run/nph-vm-zygote-dbus.sock'
 FORGED_SERIAL = re.compile(r'ignored (\d+) messages that carried its serial')
+# What the agent stepped over, unread (its --debug lines): the forger's
+# signals carry the calls' serials, but a signal's header is not parsed.
+STEPPED_OVER = re.compile(r'stepped over (\d+) messages that were not')
 PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 
@@ -225,6 +228,8 @@ class OverDBus(base.VMTestCase):
             'InaccessiblePaths=%s\n' % path for path in self.hidden()))
         self.sh(['systemctl', 'daemon-reload'])
         self.addCleanup(self.sh, ['systemctl', 'stop', UNIT], check=False)
+        # Its own journal lines only: not an earlier boot's or watch's.
+        since = '@' + self.sh(['date', '+%s']).out.strip()
         self.sh(['systemctl', 'start', UNIT])
         started = time.monotonic()
 
@@ -252,8 +257,8 @@ class OverDBus(base.VMTestCase):
                 repaired = True
             time.sleep(2)
         now = show('ActiveState', 'NRestarts', 'MainPID')
-        journal = self.sh(['journalctl', '-u', UNIT, '--no-pager', '-o',
-                           'cat']).out
+        journal = self.sh(['journalctl', '-b', '--since', since, '-u', UNIT,
+                           '--no-pager', '-o', 'cat']).out
         self.addDetail('watch-journal', content.text_content(
             journal[-6000:]))
         self.sh(['systemctl', 'stop', UNIT], check=False)
@@ -297,11 +302,14 @@ class TestForgedRepliesOnDbusBroker(OverDBus):
                       mode)
 
         poisoned, failed, dropped, seconds = [], [], 0, []
+        stepped = 0
         for i in range(TRIES):
             start = time.monotonic()
-            applied = self.npi_dbus('apply')
+            applied = self.npi_dbus('--debug', 'apply')
             undone = None
             dropped += sum(int(n) for n in FORGED_SERIAL.findall(
+                applied.err))
+            stepped += sum(int(n) for n in STEPPED_OVER.findall(
                 applied.err))
             record = self.recorded()
             if record != dict.fromkeys(SLICES, ''):
@@ -327,9 +335,10 @@ class TestForgedRepliesOnDbusBroker(OverDBus):
                 self.reset_units()  # the next try starts afresh
         self.addDetail('apply-undo', content.text_content(
             'tries %d, poisoned %d, failed %d, forged messages carrying a '
-            'call\'s serial dropped by the agent: %d; seconds per try: %s'
+            'call\'s serial dropped by the agent: %d, messages its applies '
+            'stepped over unread: %d; seconds per try: %s'
             '\npoisoned: %r\nfailed: %r' % (
-                TRIES, len(poisoned), len(failed), dropped,
+                TRIES, len(poisoned), len(failed), dropped, stepped,
                 ' '.join('%.1f' % s for s in seconds), poisoned, failed)))
 
         watch = self.watch_under_the_flood()
@@ -345,9 +354,12 @@ class TestForgedRepliesOnDbusBroker(OverDBus):
              'watch active': watch['active'],
              'watch repaired a widened unit': watch['repaired'],
              'watch errors': watch['errors']})
-        # The attack reached the agent: dbus-broker delivered forged
-        # messages carrying the serials of its calls, and it dropped them.
+        # The attack reached the agent: dbus-broker delivered the forged
+        # messages, which carry the serials of its calls, and it stepped
+        # over them unread (issue 60: a signal's header is not parsed, so
+        # they are no longer told apart from other signals; a legitimate
+        # connection on the bus sees one, NameAcquired).
         self.assertGreater(sent or 0, 0)
-        self.assertGreater(dropped + watch['dropped'], 0,
-                           'no forged message carried a call\'s serial: '
+        self.assertGreater(dropped + stepped, 10 * TRIES,
+                           'the forged messages did not reach the agent: '
                            'the test proves nothing')

@@ -29,10 +29,10 @@ and a signal carrying a header field of code 200, which the
 specification says to ignore (dbus-broker relays it, dbus-daemon strips
 it; jeepney raised on it); and, to the agent's connections alone
 (``is_agent``), small signals of 96 bytes, ``FLOOD`` to each new one and
-``FLOOD_EACH`` to each every ``FLOOD_EVERY`` rounds, one write each. (2,000 to every client every
-second kept the TCG VM's bus and systemd so busy that systemd answered
-nobody within ``status``'s 5 s, on either socket: a load on the host,
-not on the agent's connection.)
+``FLOOD_EACH`` to each every ``FLOOD_EVERY`` rounds, one write each.
+(2,000 to every client every second kept the TCG VM's bus and systemd
+so busy that systemd answered nobody within ``status``'s 5 s, on either
+socket: a load on the host, not on the agent's connection.)
 """
 
 import itertools

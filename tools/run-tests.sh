@@ -14,6 +14,10 @@
 #   tools/run-tests.sh py3 pep8     # chosen tox environments only
 #   (build, before the tests: the release's sdist and wheel, twine check,
 #   and installing the wheel with the oldest and newest nova's constraints)
+#   tools/run-tests.sh py313 nova-functional-34-py313
+#                                   # py3 and nova-functional-34 on Debian
+#                                   # 13's Python 3.13, in its root file
+#                                   # system (tools/trixie-root.sh)
 #   tools/run-tests.sh nova-matrix  # nova-functional-N for every nova
 #                                   # release of the list (doc/source/reference/nova-integration.rst)
 #   tools/run-tests.sh cloud        # the one-machine cloud (tools/cloud.sh,
@@ -37,7 +41,10 @@
 # the unit and functional tests, the nova environments, the cloud,
 # tempest; NPH_VM_BESIDE=0 runs them in turn): each is slower beside the
 # other, the run shorter (doc/source/reference/ci.rst). Their output
-# comes at the end.
+# comes at the end. So do the Python 3.13 stages (py313,
+# nova-functional-N-py313: in a Debian 13 root, tools/trixie-root.sh),
+# beside the stages after them (the cloud and tempest, whose tests mostly
+# wait on guests and APIs; NPH_PY313_BESIDE=0 runs them in turn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -78,6 +85,7 @@ if [ ${#envs[@]} = 0 ]; then
     envs=(demo vm pep8 docs releasenotes build py3 functional
         "nova-${releases[0]}" "nova-${releases[-1]}"
         "nova-functional-${releases[0]}" "nova-functional-${releases[-1]}"
+        py313 "nova-functional-${releases[-1]}-py313"
         cloud tempest-smoke)
     [ "${releases[0]}" = "${releases[-1]}" ] || light="nova-functional-${releases[0]}"
 fi
@@ -98,7 +106,10 @@ fi
 
 needs_host=0
 for e in "${envs[@]}"; do
-    case "$e" in demo|functional|vm|nova-*|cloud*|day2|tempest*) needs_host=1 ;; esac
+    case "$e" in
+        *-py313) ;;  # in their own root: no libvirtd
+        demo|functional|vm|nova-*|cloud*|day2|tempest*) needs_host=1 ;;
+    esac
 done
 if [ "$needs_host" = 1 ]; then
     tools/setup-host.sh
@@ -125,6 +136,18 @@ for e in "${envs[@]}"; do
     fi
 done
 
+# The Python 3.13 stages beside the stages after them (one job, in
+# turn inside it), or in turn (none after them, or NPH_PY313_BESIDE=0).
+py313_envs=()
+py313_beside=0
+for e in "${envs[@]}"; do
+    case "$e" in
+        py313|*-py313) py313_envs+=("$e") ;;
+        *) [ ${#py313_envs[@]} -gt 0 ] && [ "${NPH_PY313_BESIDE:-1}" != 0 ] &&
+               py313_beside=1 ;;
+    esac
+done
+
 venv="$top/.venv-tools"
 if [ ! -x "$venv/bin/tox" ]; then
     python3 -m venv "$venv"
@@ -149,14 +172,16 @@ else
 fi
 other_down=0
 vm_pid=; vm_out=; vm_t0=  # the VM tests when they run beside the rest
+py313_pid=; py313_out=; py313_t0=  # the Python 3.13 stages beside the rest
 prebuild_pid=; prebuild_out=  # the functional tests' builds beside the rest (below)
 # Under set -e a failing command in the trap would make the run's exit
 # status 1 whatever $status says (a kill of a VM run that had ended did,
 # in every run with the VM tests beside the rest): nothing here may fail.
 trap 'if [ -n "$vm_pid" ]; then kill -- "-$vm_pid" 2>/dev/null || true; fi  # ended
+      if [ -n "$py313_pid" ]; then kill -- "-$py313_pid" 2>/dev/null || true; fi  # ended
       if [ -n "$load_pid" ]; then kill -- "-$load_pid" 2>/dev/null || true; fi  # ended
       if [ -n "$prebuild_pid" ]; then kill -- "-$prebuild_pid" 2>/dev/null || true; fi  # ended
-      rm -f "$why" "$vm_out" "$prebuild_out" || true' EXIT  # nothing here may fail (above)
+      rm -f "$why" "$vm_out" "$py313_out" "$prebuild_out" || true' EXIT  # nothing here may fail (above)
 if [ -n "$load_cpus" ]; then
     # Its own session, so that the trap's kill reaches every worker.
     setsid stress-ng --cpu "$load_cpus" --quiet </dev/null >/dev/null 2>&1 &
@@ -185,15 +210,35 @@ if [[ " ${envs[*]} " == *" functional "* ]]; then
     echo "=== the functional tests' root file system and kolla's images: building beside the stages before them ==="
 fi
 
+# The Python 3.13 stages: tox in the Debian 13 root, its own work
+# directory (.tox-py313: the host's tox may run beside it) and a stestr
+# repository a stage (the stages before and after remove .stestr).
+py313_tox_env() {  # ENV: the tox environment a Python 3.13 stage runs
+    case "$1" in py313) echo py3 ;; *) echo "${1%-py313}" ;; esac
+}
+py313_run() {  # ENV: run that stage's tox in the Debian 13 root
+    local e=$1
+    rm -rf ".stestr-py313/$e"
+    mkdir -p ".stestr-py313/$e"
+    NPH_STESTR_REPO=".stestr-py313/$e" tools/trixie-root.sh run \
+        tox --workdir .tox-py313 -e "$(py313_tox_env "$e")"
+}
+
 count() {  # ENV: read back the counts of the env's stestr run
     local e=$1 envdir=".tox/$1" repo=. counts p f s t  # repo: .stestr's parent
+    local in=()  # where stestr runs: here, or in the Debian 13 root
     case "$e" in
         pep8) return 0 ;;
+        py313|*-py313)
+            envdir=".tox-py313/$(py313_tox_env "$e")"
+            [[ "$e" == nova-* ]] && envdir=".tox-py313/nova-$(tr -dc 0-9 <<<"${e%-py313}")"
+            repo=".stestr-py313/$e"
+            in=(env NPH_TRIXIE_TIMEOUT=300 tools/trixie-root.sh run) ;;
         nova-*) envdir=".tox/nova-${e##*-}" ;;  # as tox.ini sets env_dir
         vm) repo=.stestr-vm ;;
     esac
     [ -x "$envdir/bin/stestr" ] || return 0
-    local st=("$envdir/bin/stestr" --repo-url "$repo")
+    local st=("${in[@]}" "$envdir/bin/stestr" --repo-url "$repo")
     counts=$("${st[@]}" last 2>/dev/null | \
              sed -n 's/^ - \(Passed\|Failed\|Skipped\): \([0-9]*\)$/\1 \2/p' \
              || true)  # stestr last exits 1 after a failed run
@@ -280,6 +325,36 @@ for e in "${envs[@]}"; do
         rm -f "$out"
         continue
     fi
+    if [ "$py313_beside" = 1 ] && { [ "$e" = py313 ] || [[ "$e" == *-py313 ]]; }; then
+        if [ -n "$py313_out" ]; then prev=; continue; fi  # started with the first
+        echo "=== ${py313_envs[*]}: started beside the stages after them; their output at the end ==="
+        py313_out=$(mktemp); py313_t0=$(date +%s)
+        export -f py313_run py313_tox_env
+        # Its own session, as the VM's: the trap's kill reaches all of
+        # it. Each stage's exit status on its own line, read at the end.
+        # shellcheck disable=SC2016  # expanded by the inner bash
+        setsid bash -c 'start=$(date +%s)
+            tools/trixie-root.sh >/dev/null || true  # the stages report it
+            echo "=== the Debian 13 root ready after $(( $(date +%s) - start )) s ==="
+            for e in "$@"; do
+                echo "=== $e: tox -e $(py313_tox_env "$e") in the Debian 13 root ==="
+                t=$(date +%s); rc=0
+                py313_run "$e" || rc=$?
+                echo "=== py313-stage $e exit $rc after $(( $(date +%s) - t )) s ==="
+            done' bash "${py313_envs[@]}" > "$py313_out" 2>&1 &
+        py313_pid=$!
+        prev=  # their time is counted when they end
+        continue
+    fi
+    if [ "$e" = py313 ] || [[ "$e" == *-py313 ]]; then
+        echo "=== $e: tox -e $(py313_tox_env "$e") in the Debian 13 root ==="
+        if ! py313_run "$e"; then
+            status=1
+            echo "=== $e FAILED ===" >&2
+        fi
+        count "$e"
+        continue
+    fi
     if [ "$e" = vm ] && [ "$vm_beside" = 1 ]; then
         echo "=== tox -e vm: started beside the stages after it; its output at the end ==="
         rm -rf .stestr-vm
@@ -343,6 +418,21 @@ if [ -n "$vm_pid" ]; then
     fi
     times+=("vm(beside) $(( $(date +%s) - vm_t0 ))s")
     count vm
+fi
+if [ -n "$py313_pid" ]; then
+    echo "=== ${py313_envs[*]} (started beside the stages after them) ==="
+    wait "$py313_pid" || true  # each stage's status is in its output
+    py313_pid=  # reaped
+    cat "$py313_out"
+    for e in "${py313_envs[@]}"; do
+        if ! grep -q "^=== py313-stage $e exit 0 after" "$py313_out"; then
+            status=1
+            echo "=== $e FAILED ===" >&2
+        fi
+        count "$e"
+    done
+    rm -f "$py313_out"
+    times+=("py313(beside) $(( $(date +%s) - py313_t0 ))s")
 fi
 if [ -n "$prebuild_pid" ]; then
     # Long done (the functional tests waited for it): its status, and

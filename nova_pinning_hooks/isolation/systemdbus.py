@@ -214,7 +214,7 @@ class _Stream:
             self.sock.settimeout(left)
             try:
                 data = self.sock.recv(size)
-            except socket.timeout:
+            except TimeoutError:
                 continue  # the clock says, at the top of the loop
             if not data:
                 raise ConnectionResetError('the bus closed the connection')

@@ -106,7 +106,7 @@ def content(nova: NovaOptions, ratio: typing.Optional[float] = None
         allocation_ratio=ratio, ratio_source=source,
         shared_cpus=nova.shared_cpus, dedicated_cpus=nova.dedicated_cpus,
         host=nova.host, written_at=datetime.datetime.now(
-            datetime.timezone.utc).isoformat(timespec='seconds'))
+            datetime.UTC).isoformat(timespec='seconds'))
 
 
 def from_nova_conf(conf: cfg.ConfigOpts, ratio: typing.Optional[float] = None

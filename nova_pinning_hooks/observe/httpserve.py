@@ -211,7 +211,7 @@ class MetricsServer:
             while not stop.is_set() and not self._stop.is_set():
                 try:
                     conn, client = self.sock.accept()
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 except OSError:
                     if self._stop.is_set():

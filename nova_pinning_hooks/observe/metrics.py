@@ -192,7 +192,7 @@ def overcommit_times(source: settings_mod.RatioSource,
             stamp = None
         if stamp is not None:
             if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+                stamp = stamp.replace(tzinfo=datetime.UTC)
             written = stamp.timestamp()
     boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
     return {'written': written, 'boot': float(round(boot))}

@@ -296,7 +296,7 @@ class FakeDaemon(threading.Thread):
             while not self.stop.is_set():
                 try:
                     conn, _ = self.listener.accept()
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 self.connections += 1
                 thread = threading.Thread(target=self._connection,
@@ -341,7 +341,7 @@ class FakeDaemon(threading.Thread):
                 return
             try:
                 data = conn.recv(4096)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if not data:
                 return
@@ -357,7 +357,7 @@ class FakeDaemon(threading.Thread):
             if msg is None:
                 try:
                     data = conn.recv(65536)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 if not data:
                     return

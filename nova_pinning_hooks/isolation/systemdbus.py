@@ -79,6 +79,7 @@ Invariants:
 """
 
 import itertools
+import os
 import re
 import socket
 import struct
@@ -131,6 +132,7 @@ MAX_ANSWER = 1 << 20
 MAX_DROPPED = 256 << 20
 MAX_IGNORED = 1 << 20
 READ_SIZE = 1 << 20
+MAX_AUTH_LINE = 4096  # the server's answer to AUTH: OK and a GUID
 # D-Bus's own rule for an object path (jeepney refuses any other when a
 # message to it is made).
 _OBJECT_PATH = re.compile(r'/|(/[A-Za-z0-9_]+)+', re.ASCII)
@@ -197,10 +199,11 @@ class _Stream:
     ``READ_SIZE`` (one ``recv`` for many small messages) and consumed
     message by message; every read bounded by the time left."""
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
+    def __init__(self, sock: socket.socket, early: bytes,
+                 timeout: float) -> None:
         self.sock = sock
         self.timeout = timeout
-        self.buf = bytearray()
+        self.buf = bytearray(early)  # what came with the server's OK
         self.pos = 0  # where the next message starts in ``buf``
 
     def _recv(self, size: int, end: float, cut: bool) -> bytes:
@@ -275,24 +278,35 @@ class Bus:
         self._stream = None
         self.owner = None
 
-    def _open(self, path: str, end: float) -> socket.socket:
-        from jeepney.io.blocking import prep_socket
+    def _open(self, path: str, end: float,
+              root: bool = False) -> tuple[socket.socket, bytes]:
+        """A connection to ``path``, authenticated: the socket and what
+        arrived after the server's ``OK`` line. ``root``: served by
+        root only (``SO_PEERCRED``), checked before anything is sent."""
         left = end - time.monotonic()
         if left <= 0:
             raise TimeoutError('no time left to connect')
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock: socket.socket = prep_socket(path, timeout=left)
-            return sock
-        except TimeoutError:
-            raise TimeoutError('%s did not authenticate us within %.3g s'
-                               % (path, left)) from None
+            sock.settimeout(left)
+            sock.connect(path)
+            uid = _peer_uid(sock) if root else 0
+            if uid != 0:
+                # Only root can listen there (/run/systemd is root's); a
+                # peer of another user is not systemd, whatever the path.
+                raise BackendError('%s is served by uid %d, not root: not '
+                                   'systemd' % (path, uid))
+            return sock, _authenticate(sock, end)
+        except BaseException:
+            sock.close()
+            raise
 
-    def _connect_private(self, private: str,
-                         end: float) -> typing.Optional[socket.socket]:
+    def _connect_private(self, private: str, end: float
+                         ) -> typing.Optional[tuple[socket.socket, bytes]]:
         """A connection to systemd's own socket (no other peer can send
         on it); None where there is none to connect to."""
         try:
-            sock = self._open(private, end)
+            return self._open(private, end, root=True)
         except (FileNotFoundError, ConnectionRefusedError,
                 PermissionError) as exc:
             if not self._warned:
@@ -305,28 +319,20 @@ class Bus:
                     '(doc: reference/security.rst)', private,
                     exc.strerror or exc, self.bus_path)
             return None
-        # Only root can listen there (/run/systemd is root's); a peer of
-        # another user is not systemd, whatever the path says.
-        uid = _peer_uid(sock)
-        if uid != 0:
-            sock.close()
-            raise BackendError('%s is served by uid %d, not root: not '
-                               'systemd' % (private, uid))
-        return sock
 
     def _connect(self, deadline: typing.Optional[float]) -> None:
         from jeepney.bus_messages import message_bus
         end, _ = _bound(self.timeout, deadline)
         self._serials = itertools.count(1)
-        sock = None if self.private is None else \
+        opened = None if self.private is None else \
             self._connect_private(self.private, end)
-        if sock is not None and self.private is not None:
-            self._sock, self.path, self.direct = sock, self.private, True
-            self._stream = _Stream(sock, self.timeout)
+        if opened is not None and self.private is not None:
+            self._sock, self.path, self.direct = opened[0], self.private, True
+            self._stream = _Stream(*opened, self.timeout)
             return  # systemd itself: no bus, no Hello, no other sender
-        sock = self._open(self.bus_path, end)
-        self._sock, self.path, self.direct = sock, self.bus_path, False
-        self._stream = _Stream(sock, self.timeout)
+        opened = self._open(self.bus_path, end)
+        self._sock, self.path, self.direct = opened[0], self.bus_path, False
+        self._stream = _Stream(*opened, self.timeout)
         self._answer(self._exchange(message_bus.Hello(), (DRIVER,),
                                     deadline), 's',
                      'D-Bus Hello through %s' % self.path)
@@ -498,6 +504,39 @@ class Bus:
                 raise BackendError(
                     'D-Bus %s through %s: %s: %s' % (
                         what, self.path, type(exc).__name__, exc)) from None
+
+
+def _authenticate(sock: socket.socket, end: float) -> bytes:
+    """SASL EXTERNAL on a connected ``sock`` by ``end``: what arrived
+    after the server's ``OK`` line (``_Stream`` reads it first).
+
+    ``BEGIN`` goes in the same write as ``AUTH``, before the ``OK``, as
+    sd-bus's clients (systemctl) send it. Sent after the ``OK``, it can
+    reach systemd in one read with the first call behind it, and sd-bus's
+    server (systemd's own socket) leaves a call read with ``BEGIN``
+    unhandled until more bytes arrive: the call went unanswered 5 to 30
+    s, or for good on a quiet host (issue 60, seen in the 2-socket VM).
+    Both buses take it either way."""
+    uid = str(os.geteuid()).encode('ascii').hex().encode('ascii')
+    sock.sendall(b'\0AUTH EXTERNAL ' + uid + b'\r\nBEGIN\r\n')
+    got = b''
+    while b'\r\n' not in got:
+        if len(got) > MAX_AUTH_LINE:
+            raise _Garbled('%d bytes and no line in answer to AUTH'
+                           % len(got))
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError('no answer to AUTH in time')
+        sock.settimeout(left)
+        data = sock.recv(MAX_AUTH_LINE)
+        if not data:
+            raise ConnectionResetError('closed in answer to AUTH')
+        got += data
+    line, early = got.split(b'\r\n', 1)
+    if not line.startswith(b'OK '):
+        raise BackendError('AUTH EXTERNAL as uid %d refused: %r'
+                           % (os.geteuid(), line[:80]))
+    return early
 
 
 def _peer_uid(sock: socket.socket) -> int:

@@ -276,8 +276,13 @@ class FakeDaemon(threading.Thread):
     org.freedesktop.systemd1 (None: nobody)."""
 
     def __init__(self, path, answer, forge=None, owner=SYSTEMD,
-                 direct=False):
+                 direct=False, sdbus=False, after_ok=b''):
         super().__init__(daemon=True)
+        # sdbus: as sd-bus's server (systemd's own socket) authenticates:
+        # slow to read again after its OK (pid 1 busy), and what it read
+        # together with BEGIN is left unhandled until more bytes arrive.
+        self.sdbus = sdbus
+        self.after_ok = after_ok  # bytes sent in the same write as OK
         # direct: systemd's own socket, peer to peer (/run/systemd/private):
         # no bus, so no Hello, no GetNameOwner, no sender on anything.
         self.direct = direct
@@ -336,9 +341,17 @@ class FakeDaemon(threading.Thread):
     def _serve(self, conn):
         conn.settimeout(0.1)
         buf = b''
-        while b'BEGIN\r\n' not in buf:
+        ok = False
+        while b'BEGIN\r\n' not in buf or not ok:
             if self.stop.is_set():
                 return
+            if b'AUTH' in buf and not ok:
+                conn.sendall(b'OK 0123456789abcdef0123456789abcdef\r\n' +
+                             self.after_ok)
+                ok = True
+                if self.sdbus:
+                    time.sleep(0.3)
+                continue
             try:
                 data = conn.recv(4096)
             except TimeoutError:
@@ -346,11 +359,11 @@ class FakeDaemon(threading.Thread):
             if not data:
                 return
             buf += data
-            if b'AUTH' in buf and b'OK' not in buf:
-                conn.sendall(b'OK 0123456789abcdef0123456789abcdef\r\n')
-                buf += b'OK'
         parser = jeepney.Parser()
-        parser.add_data(buf.split(b'BEGIN\r\n', 1)[1])
+        held = buf.split(b'BEGIN\r\n', 1)[1]
+        if not self.sdbus:
+            parser.add_data(held)
+            held = b''
         serial = 100
         while not self.stop.is_set():
             msg = parser.get_next_message()
@@ -361,7 +374,8 @@ class FakeDaemon(threading.Thread):
                     continue
                 if not data:
                     return
-                parser.add_data(data)
+                parser.add_data(held + data)
+                held = b''
                 continue
             fields = msg.header.fields
             self.seen.append((fields[jeepney.HeaderFields.member],
@@ -1165,6 +1179,57 @@ class TestSystemdsOwnSocket(BusCase):
         # No Hello, no GetNameOwner: nobody but systemd there.
         self.assertEqual(['LoadUnit', 'LoadUnit'],
                          [member for member, _ in systemd.seen])
+
+    def test_the_first_call_is_answered_by_a_busy_systemd(self):
+        # BEGIN went out after systemd's OK, the call right behind it:
+        # systemd, slow to read again (a busy pid 1), read both at once
+        # and left the call unhandled: no answer, 5 to 30 s in the VM,
+        # until other bytes arrived. BEGIN now goes with AUTH, as
+        # systemctl sends it.
+        systemd = FakeDaemon(self.private, unit_path, direct=True,
+                             sdbus=True)
+        systemd.start()
+        self.addCleanup(systemd.join, 10)
+        self.addCleanup(systemd.stop.set)
+        for _ in range(3):
+            bus = self.bus(timeout=3)
+            self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+            bus.close()
+        self.assertEqual(3, systemd.connections)
+
+    def test_what_comes_with_the_ok_is_read(self):
+        # systemd may send a signal the moment BEGIN is read: it can
+        # arrive in the same read as the OK line, and is stepped over.
+        signal = jeepney.new_signal(jeepney.DBusAddress(
+            systemdbus.MANAGER_PATH, interface=systemdbus.MANAGER),
+            'UnitNew', 'so', ('x.slice', UNIT_PATH))
+        systemd = FakeDaemon(self.private, unit_path, direct=True,
+                             after_ok=signal.serialise(serial=7))
+        systemd.start()
+        self.addCleanup(systemd.join, 10)
+        self.addCleanup(systemd.stop.set)
+        bus = self.bus(timeout=3)
+        self.assertEqual((UNIT_PATH,), bus.call(load_unit(), 'o'))
+        self.assertEqual(1, bus.ignored)
+
+    def test_an_auth_refused_is_an_error(self):
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(self.private)
+        listener.listen(1)
+        self.addCleanup(listener.close)
+
+        def refuse():
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b'REJECTED EXTERNAL\r\n')
+                conn.recv(4096)
+        thread = threading.Thread(target=refuse, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        exc = self.assertRaises(BackendError, self.bus(timeout=3).call,
+                                load_unit(), 'o')
+        self.assertIn("refused: b'REJECTED EXTERNAL'", str(exc))
 
     def test_the_bus_where_it_has_none(self):
         logs = self.useFixture(fixtures.FakeLogger())

@@ -214,8 +214,8 @@ least=(--cap-drop ALL --security-opt no-new-privileges --read-only
 # writes interrupts' affinity (/proc/irq, which podman makes read-only:
 # unmasked) and the unbound workqueues' cpumask; it reads libvirt's qemu
 # pid files (which CPUs are one-to-one) and the state directory (its own
-# state, nova's overcommit file); the host's system bus where systemd
-# runs (AllowedCPUs= over D-Bus).
+# state, nova's overcommit file); systemd's own socket and the host's
+# system bus where systemd runs (AllowedCPUs= over D-Bus).
 isolate_v1=()
 cgroup_tree=/sys/fs/cgroup:/sys/fs/cgroup:ro
 if [ -e /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
@@ -229,6 +229,12 @@ isolate_opts=("${least[@]}" "${isolate_v1[@]}" --pid host --cgroupns host
               -v "$dir/run/libvirt/qemu:/run/libvirt/qemu:ro"
               "${extra[@]}"
               --user root)
+# systemd's own socket first (issue 60: no other process can send on
+# it), read-only: a socket is connected to, not written; the directory,
+# since systemd makes the socket anew when it re-executes.
+if [ -S /run/systemd/private ]; then
+    isolate_opts+=(-v /run/systemd:/run/systemd:ro)
+fi
 if [ -S /run/dbus/system_bus_socket ]; then
     isolate_opts+=(-v /run/dbus:/run/dbus)
 fi

@@ -27,7 +27,7 @@ memory nodes not online; a memory limit too small for the host's daemons
 or beyond the host's memory; a group or unit name that is not a plain
 name; ``machine.slice`` (the guests) among the confined units; a mode
 whose cgroup hierarchy is missing; systemd with neither systemctl on
-PATH nor the system bus (``systemd_access``).
+PATH nor a D-Bus socket of systemd's (``systemd_access``).
 """
 
 import dataclasses
@@ -69,11 +69,7 @@ class HostPaths(typing.NamedTuple):
     qemu_run: str = '/run/libvirt/qemu'  # libvirt's qemu pid files
     irqbalance_run: str = '/run/irqbalance'
     system_bus: str = systemdbus.SOCKET  # D-Bus, where systemctl is not
-    # systemd's own socket (systemdbus.PRIVATE), tried before the bus where
-    # set; not on the real host yet (issue 60: in the 2-socket VM the
-    # first call on a new connection there went unanswered for 5 to 30 s
-    # at times, with no attacker; not understood yet).
-    systemd_private: str = ''
+    systemd_private: str = systemdbus.PRIVATE  # systemd's own, first
 
 
 HOST = HostPaths()  # the real host
@@ -342,29 +338,27 @@ def systemd_access(paths: HostPaths = HOST
                    ) -> tuple[typing.Optional[str],
                               typing.Optional[systemdbus.Sockets]]:
     """``(systemctl path, None)`` or, without systemctl on PATH (kolla's
-    images), ``(None, sockets)`` for systemd's D-Bus API: the system bus,
-    and systemd's own socket first where ``systemd_private`` names one;
-    ConfigError naming exactly what is missing when none is there."""
+    images), ``(None, sockets)`` for systemd's D-Bus API: its own socket
+    (``systemd_private``), else the system bus; ConfigError naming
+    exactly what is missing when none is there."""
     systemctl = shutil.which('systemctl')
     if systemctl is not None:
         return systemctl, None
-    private = paths.systemd_private or None
-    if not (private and _is_socket(private)) and \
+    if not _is_socket(paths.systemd_private) and \
             not _is_socket(paths.system_bus):
         raise ConfigError(
-            'cgroup_mode systemd: no systemctl on PATH%s and no system bus '
-            'at %s: mount the host\'s /run/dbus (or /run) into the '
-            'container, or install systemctl' % (
-                ', no systemd socket at %s' % private if private else '',
-                paths.system_bus))
+            'cgroup_mode systemd: no systemctl on PATH, no systemd socket '
+            'at %s and no system bus at %s: mount the host\'s /run/systemd '
+            '(or /run) into the container, or install systemctl'
+            % (paths.systemd_private, paths.system_bus))
     missing = systemdbus.available()
     if missing:
         raise ConfigError(
             'cgroup_mode systemd: no systemctl on PATH, and the Python '
             'package jeepney, needed to reach systemd over D-Bus at %s, '
             'is not installed (%s): pip install jeepney, or apt install '
-            'python3-jeepney' % (paths.system_bus, missing))
-    return None, systemdbus.Sockets(paths.system_bus, private)
+            'python3-jeepney' % (paths.systemd_private, missing))
+    return None, systemdbus.Sockets(paths.system_bus, paths.systemd_private)
 
 
 # cgroup v1 (``cgroup_mode v1``, and what ``auto`` resolves to on a v1

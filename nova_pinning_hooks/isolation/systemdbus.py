@@ -15,18 +15,22 @@ are read with ``org.freedesktop.DBus.Properties.Get``.
 The transport (issue 60). Four rounds found a message of another local
 user's that reached the agent's connection through the system bus and
 broke it (forged replies, an ``h`` signal, big bodies, a header field of
-an unknown code). ``Bus`` can connect first to systemd's own socket,
-``private`` (/run/systemd/private, where ``systemctl`` run as root talks
-to it): peer to peer, no bus daemon, so no other process can send
-anything on the connection; the peer is checked to be root
-(``SO_PEERCRED``); where it cannot be reached, the system bus at
-``path``, with one warning a process. The agent does not ask for it yet
-(``config.HostPaths.systemd_private`` says why): it talks to the system
-bus, where the reader below steps over whatever another user sends; a
-flood can still fail a call within its bound.
+an unknown code): patching message shapes did not converge. So ``Bus``
+connects first to systemd's own socket, ``PRIVATE``
+(/run/systemd/private, where ``systemctl`` run as root talks to it):
+peer to peer, no bus daemon, so no other process can send anything on
+the connection; only root can connect, and the peer is checked to be
+root (``SO_PEERCRED``). Where that socket cannot be reached (a container
+that does not mount the host's /run/systemd, an old layout) it falls
+back to the system bus at ``SOCKET``, with one warning a process naming
+the mount to add, and ``status`` says which (``D-Bus at PATH``): refusing
+would leave such hosts' daemons on the guests' CPUs for good, while the
+reader below keeps the fallback in step against everything the rounds
+found; a flood on the bus can still fail a call within its bound.
 
-The reader (``dbuswire``, by the specification): authentication and the
-marshalling of what we send are jeepney's; nothing that arrives is
+The reader (``dbuswire``, by the specification): the marshalling of
+what we send is jeepney's, authentication ours (``_authenticate``: as
+systemctl does it, which systemd's own socket needs); nothing that arrives is
 handed to jeepney or any other parser that can raise out of step or
 loop. What arrives is read in chunks of up to ``READ_SIZE`` and stepped
 over message by message by the lengths of its fixed header
@@ -37,8 +41,8 @@ at most ``MAX_HEADER``), only the awaited answer its body (at most
 
 Invariants:
 
-* only the system bus socket at ``SOCKET`` (/run/dbus/system_bus_socket)
-  or systemd's own at ``PRIVATE`` (served by root), never an
+* only systemd's own socket at ``PRIVATE`` (served by root) or the
+  system bus socket at ``SOCKET`` (/run/dbus/system_bus_socket), never an
   address from the environment (``DBUS_SYSTEM_BUS_ADDRESS``): root talks
   to the sockets root's daemons listen on, not one that a caller chose;
 * only systemd answers: on its own socket it is the only peer; on the
@@ -100,7 +104,6 @@ LOG = logging.getLogger(__name__)
 SOCKET = '/run/dbus/system_bus_socket'
 # systemd's own socket, peer to peer (what systemctl run as root uses):
 # no bus daemon, so no other peer can send on the connection (issue 60).
-# Not used on real hosts yet: config.HostPaths.systemd_private says why.
 PRIVATE = '/run/systemd/private'
 TIMEOUT = 30  # seconds; systemctl's own default is 25 s (D-Bus's)
 SYSTEMD = 'org.freedesktop.systemd1'
@@ -157,11 +160,11 @@ def message(path: str, interface: str, method: str, signature: str,
 
 
 class Sockets(typing.NamedTuple):
-    """Where systemd is asked over D-Bus: the system bus, and, where
-    set, its own socket first."""
+    """Where systemd is asked over D-Bus: its own socket first, the
+    system bus where that cannot be reached."""
 
     bus: str = SOCKET
-    private: typing.Optional[str] = None
+    private: str = PRIVATE
 
 
 def _bound(seconds: float,

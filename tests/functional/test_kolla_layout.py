@@ -379,6 +379,8 @@ class TestKollaLayout(base.FunctionalTestCase):
                   '/run/libvirt/qemu': True,
                   '/var/lib/nova-pinning-hooks': False,
                   '/etc/nova-pinning-hooks': True}
+        if os.path.exists('/run/systemd/private'):
+            mounts['/run/systemd'] = True  # systemd's own socket (issue 60)
         if os.path.exists('/run/dbus/system_bus_socket'):
             mounts['/run/dbus'] = False
         self.assert_least_privilege('nph_pinning_isolate',

@@ -11,11 +11,15 @@ attacks``: all three to each new connection as it appears (the bus's
 ``NameOwnerChanged``), so before the agent's answers, and to every
 client connection every second, so into a running ``watch``. Root runs
 the real ``nova-pinning-isolate`` with systemctl out of reach, as in
-kolla's images, so that it asks systemd over D-Bus, on the system bus:
-the attacks reach the agent, and the reader (``isolation/dbuswire.py``)
-must step over them.
+kolla's images, so that it asks systemd over D-Bus, twice:
 
-``apply``, ``status`` and ``undo``, ``TRIES`` times, each
+* through the bus, systemd's own socket hidden (a container that does
+  not mount /run/systemd): the attacks reach the agent, and the reader
+  (``isolation/dbuswire.py``) must step over them;
+* through systemd's own socket (/run/systemd/private, the default):
+  nothing the attacker sends can reach the agent's connection.
+
+Each way: ``apply``, ``status`` and ``undo``, ``TRIES`` times, each
 exits 0, records systemd's values, confines and releases the host's
 daemons (their ``Cpus_allowed_list`` in /proc); ``watch`` as the shipped
 unit, 30 s: active with no restart, not one ERROR line, and a unit an
@@ -72,10 +76,10 @@ class Attacks(forged.OverDBus):
         self.assertEqual(dict.fromkeys(self.host_daemons, forged.EVERY_CPU),
                          self.daemons())
         self.start_forger(3600, 'attacks')
-        # Through the bus, the way the agent asks systemd in kolla's
-        # layout (systemd's own socket is not used yet: isolation/
-        # config.HostPaths.systemd_private says why).
-        ways = {'bus': self.one_way()}
+        ways = {}
+        for private in (False, True):
+            self.private = private
+            ways['private' if private else 'bus'] = self.one_way()
         sent = self.forger_sent()
         self.addDetail('attacks', content.text_content(
             'nobody sent %s messages; %r' % (sent, ways)))

@@ -17,15 +17,21 @@ RESERVED = '0-1'
 EVERY_CPU = '0-7'
 UNIT = 'nova-pinning-isolate.service'
 BUS = '/run/dbus/system_bus_socket'
+PRIVATE = '/run/systemd/private'
 # In a mount namespace of its own, /usr/bin/systemctl (/bin is a link to
-# /usr/bin on Debian 12) becomes an empty file nobody may run, and with
-# "nobus" the system bus's directory an empty tmpfs; the host keeps both.
+# /usr/bin on Debian 12) becomes an empty file nobody may run; with
+# "busonly" systemd's own socket an empty file (the agent falls back to
+# the bus), with "nobus" that and the system bus's directory an empty
+# tmpfs; the host keeps them all.
 WITHOUT_SYSTEMCTL = """set -e
 mount --bind /root/no-systemctl /usr/bin/systemctl
 if [ ! -L /bin ] && [ -e /bin/systemctl ]; then
     mount --bind /root/no-systemctl /bin/systemctl
 fi
 if [ "$1" = nobus ]; then mount -t tmpfs none /run/dbus; fi
+if [ "$1" != bus ]; then
+    mount --bind /root/no-systemctl /run/systemd/private
+fi
 shift
 for dir in $(echo "$PATH" | tr : ' ') /bin /sbin /usr/sbin; do
     if [ -x "$dir/systemctl" ]; then
@@ -52,12 +58,14 @@ class TestIsolation(base.VMTestCase):
         return self.sh(['systemctl', 'show', '-P', 'EffectiveCPUs',
                         unit]).out.strip()
 
-    def npi_without_systemctl(self, *args, bus=True, check=True):
+    def npi_without_systemctl(self, *args, bus='bus', check=True):
+        """``bus``: 'bus' (systemd's own socket and the bus), 'busonly',
+        'nobus' (neither)."""
         self.vm.write('/root/no-systemctl', '', mode='0644')
         return self.sh(['unshare', '--mount', '--propagation', 'private',
-                        'sh', '-c', WITHOUT_SYSTEMCTL, 'hide',
-                        'bus' if bus else 'nobus', '--config-file',
-                        base.CONF] + list(args), check=check, timeout=180)
+                        'sh', '-c', WITHOUT_SYSTEMCTL, 'hide', bus,
+                        '--config-file', base.CONF] + list(args),
+                       check=check, timeout=180)
 
     def pinned_guest(self):
         g = self.create_guest('iso', 2, node=1)
@@ -165,13 +173,15 @@ class TestIsolation(base.VMTestCase):
         g, vcpus = self.pinned_guest()
         # Neither systemctl nor the bus: one line naming both, nothing
         # changed.
-        result = self.npi_without_systemctl('apply', bus=False, check=False)
+        result = self.npi_without_systemctl('apply', bus='nobus',
+                                            check=False)
         self.assertEqual((2, ''), (result.rc, result.out), result)
         self.assertEqual(
             ['nova-pinning-isolate: error: cgroup_mode systemd: no '
-             'systemctl on PATH and no system bus at %s: mount the host\'s '
-             '/run/dbus (or /run) into the container, or install systemctl'
-             % BUS], result.err.splitlines())
+             'systemctl on PATH, no systemd socket at %s and no system bus '
+             'at %s: mount the host\'s /run/systemd (or /run) into the '
+             'container, or install systemctl' % (PRIVATE, BUS)],
+            result.err.splitlines())
         self.assertEqual(dict.fromkeys(HOST_DAEMONS, EVERY_CPU),
                          self.daemons())
 
@@ -183,6 +193,11 @@ class TestIsolation(base.VMTestCase):
         self.assertEqual('AllowedCPUs=0-1\n', self.sh(
             ['systemctl', 'show', '-p', 'AllowedCPUs', 'init.scope']).out)
         out = self.npi_without_systemctl('status').out
+        # systemd's own socket first (issue 60); the bus where it cannot
+        # be reached.
+        self.assertIn('mode: systemd (through D-Bus at %s)' % PRIVATE, out)
+        self.assertIn('units confined: 3, not confined: 0', out)
+        out = self.npi_without_systemctl('status', bus='busonly').out
         self.assertIn('mode: systemd (through D-Bus at %s)' % BUS, out)
         self.assertIn('units confined: 3, not confined: 0', out)
 

@@ -821,7 +821,7 @@ class TestWhichWay(test_systemd.SystemdTestCase):
         exc = self.assertRaises(config.ConfigError, self.isolator)
         self.assertEqual(
             "cgroup_mode systemd: no systemctl on PATH, no systemd socket at "
-            "%s and no system bus at %s: mount the host's /run/dbus (or "
+            "%s and no system bus at %s: mount the host's /run/systemd (or "
             "/run) into the container, or install systemctl" % (
                 self.host.paths.systemd_private, self.host.paths.system_bus),
             str(exc))

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A bootable Debian 12 compute host image for the VM tests (tests/vm):
+# A bootable Debian 12 (or 13) compute host image for the VM tests (tests/vm):
 # Debian's cloud kernel, systemd as pid 1 on the unified cgroup v2
 # hierarchy, libvirt-daemon-system with qemu, qemu-guest-agent (the
 # tests drive the VM through it, never through the serial console),
@@ -16,12 +16,19 @@
 # initrd.img. The mirror is the one apt uses on this machine.
 set -euo pipefail
 
+# NPH_VM_SUITE: the Debian release, bookworm (12, the default) or trixie
+# (13: kernel 6.12, systemd 257, libvirt 11.3, QEMU 10.0).
+suite=${NPH_VM_SUITE:-bookworm}
+case "$suite" in
+    bookworm|trixie) ;;
+    *) echo "vm-image.sh: NPH_VM_SUITE must be bookworm or trixie" >&2; exit 2 ;;
+esac
 stamp=$(sha256sum "$0" | cut -c1-16)
 # One directory per version of this script: checkouts of different
 # versions (branches, worktrees) sharing the cache never replace an image
 # under each other's running VMs (a VM rebooted onto a base image other
 # than the one its overlay was made on finds its file system corrupt).
-dest=${NPH_VM_IMAGE_DIR:-/var/cache/nova-pinning-hooks/vm-bookworm-$stamp}
+dest=${NPH_VM_IMAGE_DIR:-/var/cache/nova-pinning-hooks/vm-$suite-$stamp}
 if [ -f "$dest/.complete" ] && [ "$(cat "$dest/.complete")" = "$stamp" ]; then
     echo "$dest"
     exit 0
@@ -80,7 +87,7 @@ log() { echo "vm-image: $*" >&2; }
 
 log "debootstrap into $root"
 debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus \
-    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+    "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
     tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
 
 # apt in the chroot: /proc and /sys only. Never the host's /dev: a
@@ -91,7 +98,7 @@ mount -t sysfs sysfs "$root/sys"
 # No daemon starts inside the chroot.
 printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
 chmod 0755 "$root/usr/sbin/policy-rc.d"
-printf 'deb %s bookworm main\n' "$mirror" > "$root/etc/apt/sources.list"
+printf 'deb %s %s main\n' "$mirror" "$suite" > "$root/etc/apt/sources.list"
 log "installing ${#packages[@]} packages"
 chroot "$root" apt-get update -qq >"$work/apt.log" 2>&1
 DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq \

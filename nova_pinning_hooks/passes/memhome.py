@@ -12,7 +12,9 @@ Invariants:
 
 * ``after_pass`` never blocks and never raises: no I/O, a lock held for
   microseconds; what it notes replaces what the last pass noted (a
-  guest no longer named, gone or home now, is dropped);
+  guest no longer named, gone or home now, is dropped); a guest whose
+  memory mode libvirt cannot change live (interleave, preferred) is
+  never noted;
 * moves run on this module's own thread and its own libvirt connection,
   never on nova's threads, never under the pass lock: a move holds up
   no pass (of another guest or its own: a pass reads no job of libvirt's
@@ -42,6 +44,9 @@ from nova_pinning_hooks.passes import reconciler
 LOG = logging.getLogger(__name__)
 
 RETRY_SECONDS = 300.0
+# The memory modes whose nodeset libvirt changes live (no <numatune>:
+# strict); an interleave or preferred guest is left where it is.
+MOVABLE_MODES = (None, 'strict')
 IDLE_WAIT = 60.0  # seconds the thread sleeps with nothing due
 
 
@@ -69,7 +74,10 @@ def candidates(result: reconciler.PassResult
         if gp.home_source != plan_mod.HomeSource.ARRIVED or \
                 gp.home_node is None or gp.mode == plan_mod.UNTOUCHED:
             continue
-        memory = guests[gp.uuid].memory_by_node_kib
+        guest = guests[gp.uuid]
+        if guest.numa_mode not in MOVABLE_MODES:
+            continue  # libvirt changes a live nodeset in strict mode only
+        memory = guest.memory_by_node_kib
         away = sum(memory.values()) - memory.get(gp.home_node, 0)
         if away > 0:
             found.append(Candidate(gp.uuid, gp.name, gp.home_node, away,

@@ -90,6 +90,22 @@ class TestPassFeedsTheThread(MemoryHomeTestCase):
         # The pass wrote no memory policy: the thread moves its pages.
         self.assertEqual([], x.numa_history + y.numa_history)
 
+    def test_only_guests_whose_nodeset_libvirt_changes_live(self):
+        for mode, noted in (('strict', True), ('interleave', False),
+                            ('preferred', False)):
+            name = 'x-' + mode
+            xml = hosts.domain_xml(name, 2, memory_kib=256 * MIB).replace(
+                '</domain>', "<numatune><memory mode='%s' nodeset='0-1'/>"
+                "</numatune></domain>" % mode)
+            dom = self.fake.add_domain(
+                name, 2, xml=xml,
+                memory_by_node_kib={'0': 100 * MIB, '1': 156 * MIB})
+            dom.arrived = True
+            found = memhome.candidates(self.rec.run_pass())
+            self.assertEqual(noted, dom.UUIDString() in
+                             [c.uuid for c in found], mode)
+            self.fake.domains.pop(dom.UUIDString())
+
     def test_a_dry_run_tells_nothing(self):
         self.arrive('x', 2, {'0': 100 * MIB, '1': 156 * MIB})
         self.assertIsNone(memhome.candidates(self.rec.run_pass(

@@ -3,7 +3,8 @@ memory split as an incoming copy splits it, and one move home.
 
     python3 arrival.py split PID NODE   # every other present page of
                                         # the qemu's anonymous mappings
-                                        # to NODE (move_pages(2));
+                                        # not on NODE to NODE
+                                        # (move_pages(2));
                                         # prints {"moved": n, "pages": n}
     python3 arrival.py move UUID HOME AWAY_KIB
                                         # host.memhome.move through the
@@ -55,7 +56,8 @@ def split(pid, node):
         for base in range(start, end, PAGE * CHUNK):
             pages = list(range(base, min(end, base + PAGE * CHUNK), PAGE))
             status = _move_pages(libc, pid, pages, None)
-            present += [p for p, s in zip(pages, status) if s >= 0]
+            present += [p for p, s in zip(pages, status)
+                        if s >= 0 and s != node]
     chosen = present[::2]
     moved = 0
     for i in range(0, len(chosen), CHUNK):

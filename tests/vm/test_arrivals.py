@@ -51,11 +51,18 @@ class TestRestore(base.VMTestCase):
         pid = self.kernel(name)[name]['pid']
         cmdline = self.sh(['cat', '/proc/%d/cmdline' % pid]).out
         self.assertIn('-incoming', cmdline.split('\0'))
-        restored = self.memory(name)
-        first = max(sorted(restored), key=restored.get)
-        split = json.loads(self.sh(['python3', ARRIVAL, 'split', str(pid),
-                                    str(1 - first)], timeout=300).out)
-        before = self.memory(name)
+        restored = before = self.memory(name)
+        splits = []
+        # A young qemu under TCG still grows (its translated code is
+        # anonymous memory): split again while one node holds 80 %.
+        for _ in range(4):
+            if max(before.values()) < 0.8 * sum(before.values()):
+                break
+            most = max(sorted(before), key=before.get)
+            splits.append(json.loads(self.sh(
+                ['python3', ARRIVAL, 'split', str(pid), str(1 - most)],
+                timeout=300).out))
+            before = self.memory(name)
         self.np('rebind')
         guest = self.planned()[name]
         home = guest['home_node']
@@ -78,7 +85,7 @@ class TestRestore(base.VMTestCase):
                          (again['mode'], again['home_node'],
                           again['home_source']))
         self.assertEqual(guest['vcpu_pins'], again['vcpu_pins'])
-        figures = {'restored_kib': restored, 'split': split,
+        figures = {'restored_kib': restored, 'splits': splits,
                    'before_kib': before, 'home': home, 'move': moved,
                    'after_kib': after}
         out = os.environ.get('NPH_ARRIVAL_FIGURES')

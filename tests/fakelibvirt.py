@@ -232,6 +232,10 @@ class FakeDomain:
         self.persistent = True
         self.active = active
         self.memory_by_node_kib = memory
+        # its qemu started with -incoming (migrated in, restored)
+        self.arrived = False
+        # every nodeset written live, in order (setNumaParameters)
+        self.numa_history = []
         self.vcpu_pins = {}  # vcpu -> tuple of cpus
         self.emulator_pin = None
         self.iothread_pins = {}
@@ -415,6 +419,7 @@ class FakeDomain:
     def setNumaParameters(self, params, flags):  # noqa: N802
         self._pin_faults('setNumaParameters')
         self.numa_nodeset = params[VIR_DOMAIN_NUMA_NODESET]
+        self.numa_history.append(self.numa_nodeset)
         self._tuned()
         return 0
 

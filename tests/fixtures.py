@@ -68,6 +68,9 @@ class FakeLibvirtFixture(fixtures.Fixture):
             'nova_pinning_hooks.host.virtread.Reader._memory_from_proc',
             lambda _self, name: dict(
                 self.host.by_name(name).memory_by_node_kib)))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pinning_hooks.host.virtread.Reader._arrived_from_proc',
+            lambda _self, name: self.host.by_name(name).arrived))
 
 
 def register_nova_options(conf, initial_cpu_allocation_ratio=4.0):

@@ -12,6 +12,11 @@ Invariants:
 * ``nova_placed`` depends only on the guest having an instance NUMA
   topology (``<cpu><numa>`` cells), never on ``<cputune>``: our own
   one-to-one pins must not make a guest look nova-placed.
+* ``arrived`` is a fact from outside the XML (its qemu was started with
+  ``-incoming``: a live migration's destination or a restore, whose
+  memory qemu wrote rather than the guest's own vCPUs); False when
+  unknown, and only ever read for guests whose memory lies on more than
+  one node (``host.virtread``).
 """
 
 import functools
@@ -75,6 +80,9 @@ class Guest(typing.NamedTuple):
     nova: bool  # created by nova (nova metadata present)
     nova_placed: bool  # nova placed it itself (instance NUMA topology)
     memory_by_node_kib: dict[int, int]  # node id -> KiB; {} when unknown
+    # its qemu was started with -incoming (migrated in, or restored): its
+    # memory lies where qemu's incoming copy put it, not where it ran
+    arrived: bool = False
 
     def vcpu_pin(self, vcpu: int) -> typing.Optional[frozenset[int]]:
         """The pin in force for one vCPU (None: unpinned)."""
@@ -131,7 +139,8 @@ class Guest(typing.NamedTuple):
                      typing.Mapping[typing.Any, object]] = None,
                  from_libvirt: bool = False,
                  max_cpu: typing.Optional[int] = None,
-                 max_node: typing.Optional[int] = None) -> 'Guest':
+                 max_node: typing.Optional[int] = None,
+                 arrived: bool = False) -> 'Guest':
         if not isinstance(xml_text, str):
             raise GuestError('domain XML must be text')
         try:
@@ -144,14 +153,15 @@ class Guest(typing.NamedTuple):
                 raise GuestError('domain XML is malformed: %s'
                                  % exc) from None
         return cls.from_element(root, active, memory_by_node_kib, max_cpu,
-                                max_node)
+                                max_node, arrived)
 
     @classmethod
     def from_element(cls, root: ET.Element, active: bool = True,
                      memory_by_node_kib: typing.Optional[
                          typing.Mapping[typing.Any, object]] = None,
                      max_cpu: typing.Optional[int] = None,
-                     max_node: typing.Optional[int] = None) -> 'Guest':
+                     max_node: typing.Optional[int] = None,
+                     arrived: bool = False) -> 'Guest':
         """From a parsed ``<domain>`` element (see ``parse_many``).
 
         ``max_cpu``: the host's highest CPU id. Pins are read only up to
@@ -173,7 +183,7 @@ class Guest(typing.NamedTuple):
         try:
             return cls(uuid, name, bool(active),
                        *_parse_body(top, max_cpu, max_node),
-                       _memory_map(memory_by_node_kib))
+                       _memory_map(memory_by_node_kib), bool(arrived))
         except (cpuset.CpusetError, ValueError) as exc:
             raise GuestError('domain %s: %s' % (name, exc)) from None
 

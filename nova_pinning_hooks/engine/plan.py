@@ -34,6 +34,10 @@ class HomeSource(names.Name):
     NUMATUNE = 'numatune'  # its memory policy's nodeset
     PINS = 'pins'  # where its vCPUs are pinned
     CHOSEN = 'chosen'  # chosen by the policy (no fact yet)
+    # arrived (migrated in, restored) with its memory split where qemu's
+    # incoming copy put it: the node with most of it if it has room,
+    # else chosen as for a new guest (``policy.homes``)
+    ARRIVED = 'arrived'
     NONE = 'none'  # no home (untouched, or memory on several nodes)
 
 

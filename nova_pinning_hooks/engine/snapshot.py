@@ -60,6 +60,9 @@ class DomainEntry(typing.TypedDict, total=False):
     memory_by_node_kib: dict[str, int]  # {"node": KiB}
     # {"vCPU": "CPU set"}: where the kernel runs each vCPU thread
     kernel_vcpu_affinity: dict[str, str]
+    # its qemu was started with -incoming (migrated in, restored); read
+    # only for guests whose memory lies on more than one node
+    arrived: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -372,14 +375,19 @@ def _guest(i: int, dom: typing.Mapping[str, typing.Any],
     if not isinstance(active, bool):  # "false" would read as active
         raise SnapshotError('domains[%d]: active must be true or false, '
                             'not %.32r' % (i, active))
+    arrived = dom.get('arrived', False)
+    if not isinstance(arrived, bool):
+        raise SnapshotError('domains[%d]: arrived must be true or false, '
+                            'not %.32r' % (i, arrived))
     try:
         if element is not None:
             return guest_mod.Guest.from_element(element, active, memory,
-                                                max_cpu, max_node)
+                                                max_cpu, max_node, arrived)
         return guest_mod.Guest.from_xml(dom['xml'], active=active,
                                         memory_by_node_kib=memory,
                                         from_libvirt=from_libvirt,
-                                        max_cpu=max_cpu, max_node=max_node)
+                                        max_cpu=max_cpu, max_node=max_node,
+                                        arrived=arrived)
     except (guest_mod.GuestError, TypeError, ValueError) as exc:
         raise SnapshotError('domains[%d]: %s' % (i, exc)) from None
 

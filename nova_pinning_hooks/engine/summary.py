@@ -28,6 +28,11 @@ Invariants:
   a host whose guests' homes come from facts (memory, numatune), the
   forecast is the plan ``policy.make_plan`` makes with the guest added
   (``tests/unit/engine/test_summary.py`` checks it over random hosts);
+  an arrived guest (migrated in, restored: ``policy.homes``) counts on
+  the home its plan gives it, one-to-one there while the node has room,
+  as the destination's next pass binds it, never as cross-node vCPUs for
+  where qemu's incoming copy put its memory
+  (``tests/unit/engine/test_arrivals.py``);
 * bounded: at most ``MAX_NODES`` nodes, every number within
   ``MAX_COUNT``/``MAX_KIB``; ``encode`` gives at most ``MAX_TEXT``
   characters (about 60 a node) or None for a host beyond those bounds,

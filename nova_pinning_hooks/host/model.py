@@ -21,10 +21,10 @@ Invariants:
 * a pass that fails while reading gives its marks back (``give_back``),
   or invalidates everything when it cannot tell which were read;
 * ``generation`` grows whenever what a plan is made from changes: a
-  domain's XML text, memory placement or vCPU thread affinity, a domain
-  appearing or going away, and a domain a pass wrote to (``written``),
-  when it is read next. Equal generations mean the same input, and that
-  nothing was written since;
+  domain's XML text, memory placement, vCPU thread affinity or arrival
+  (``arrived``), a domain appearing or going away, and a domain a pass
+  wrote to (``written``), when it is read next. Equal generations mean
+  the same input, and that nothing was written since;
 * a domain's ``entry`` is the same object until something read of it
   changes: ``snapshot.Loader`` parses a domain again only then;
 * thread-safe: ``mark`` and ``invalidate`` are called from libvirt's
@@ -50,6 +50,7 @@ class Domain:
     memory: dict[str, int]  # {"<node>": KiB}
     # {"<vCPU>": "CPU set"}, or None when not read
     affinity: typing.Optional[dict[str, str]]
+    arrived: bool = False  # its qemu started with -incoming (read when split)
     _entry: typing.Optional[snapshot.DomainEntry] = dataclasses.field(
         default=None, repr=False, compare=False)
 
@@ -63,6 +64,8 @@ class Domain:
                 'memory_by_node_kib': self.memory}
             if self.affinity is not None:
                 entry['kernel_vcpu_affinity'] = self.affinity
+            if self.arrived:
+                entry['arrived'] = True
             self._entry = entry
         return self._entry
 
@@ -128,19 +131,21 @@ class HostModel:
 
     def store(self, uuid: str, dom_id: int, name: str, xml: str,
               memory: dict[str, int],
-              affinity: typing.Optional[dict[str, str]]) -> bool:
+              affinity: typing.Optional[dict[str, str]],
+              arrived: bool = False) -> bool:
         """What was fetched for ``uuid``; True if it differs from what
         was known (the generation then grows). What did not change is
         kept as it was, the same object."""
         old = self._domains.get(uuid)
         if old is not None and (old.id, old.name, old.xml, old.memory,
-                                old.affinity) == (dom_id, name, xml, memory,
-                                                  affinity):
+                                old.affinity, old.arrived) == (
+                                    dom_id, name, xml, memory, affinity,
+                                    arrived):
             return False
         self._domains[uuid] = Domain(uuid, dom_id, name, xml, memory,
-                                     affinity)
-        if old is None or (old.xml, old.memory, old.affinity) != \
-                (xml, memory, affinity):
+                                     affinity, arrived)
+        if old is None or (old.xml, old.memory, old.affinity,
+                           old.arrived) != (xml, memory, affinity, arrived):
             self.generation += 1
             return True
         return False

@@ -17,7 +17,12 @@ Invariants:
   process);
 * reads are bounded: comm files are at most 16 bytes, schedstat and
   status files at most ``SCHEDSTAT_LIMIT`` and ``STATUS_LIMIT`` bytes,
-  read as regular files without following links (``safefs.read_file``).
+  a command line at most ``CMDLINE_LIMIT`` bytes, read as regular files
+  without following links (``safefs.read_file``);
+* ``arrived`` says whether qemu was started to receive a guest
+  (``-incoming``: a live migration's destination, a restore from a
+  managed save or a suspend): an unreadable or oversized command line
+  reads as not arrived, never an error.
 """
 
 import os
@@ -28,6 +33,9 @@ from nova_pinning_hooks.host import safefs
 
 SCHEDSTAT_LIMIT = 256
 STATUS_LIMIT = 16384  # a thread's status file: about 1.5 KiB
+# qemu's command line as libvirt builds it: 2-6 KiB for a nova guest
+CMDLINE_LIMIT = 1 << 18
+INCOMING = b'-incoming'
 
 
 def qemu_pid(name: str, run_dir: str) -> typing.Optional[int]:
@@ -119,3 +127,17 @@ def vcpu_schedstat(pid: int, proc: str = '/proc'
         if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit():
             result[vcpu] = (int(fields[0]), int(fields[1]))
     return result
+
+
+def arrived(pid: int, proc: str = '/proc') -> bool:
+    """Whether qemu process ``pid`` was started with ``-incoming``: its
+    guest's memory was written by qemu's incoming copy (live migration,
+    restore, resume from suspend), not by its own vCPUs. One read of
+    ``/proc/<pid>/cmdline`` (NUL-separated arguments); False if it
+    cannot be read."""
+    try:
+        text = safefs.read_file(os.path.join(proc, str(pid), 'cmdline'),
+                                CMDLINE_LIMIT, 'cmdline')
+    except OSError:
+        return False
+    return INCOMING in text.split(b'\0')

@@ -19,6 +19,10 @@ Invariants:
   that guest's qemu here (``qemuproof``: another PID namespace, such as
   kolla's nova_compute, numbers processes differently); without proof the
   guest's memory placement, affinity and schedstat are unknown ({}).
+* Whether a guest arrived (its qemu started with ``-incoming``:
+  ``qemuproc.arrived``) is read only for guests whose memory lies on
+  more than one node, one small /proc read each; the entry says
+  ``arrived`` only when it did (the policy homes such a guest).
 * ``vcpu_stats`` reads every running guest's vCPU counters in one bulk
   call (``virConnectGetAllDomainStats``), counted as one read; a guest
   for which libvirt reports no ``vcpu.N.delay`` gets both counters from
@@ -156,10 +160,10 @@ class Reader:
                 if xml is None:
                     model.forget(uuid)
                     continue
-                model.store(uuid, dom_id, name, xml,
-                            self._memory_reader(name),
+                memory, arrived = self._memory_and_arrival(name)
+                model.store(uuid, dom_id, name, xml, memory,
                             self._affinity(name) if self.host.kernel_affinity
-                            else None)
+                            else None, arrived)
         except BaseException:
             model.give_back(everything, marked)
             raise
@@ -193,9 +197,11 @@ class Reader:
             xml = self._live_xml(dom, name)
             if xml is None:
                 continue
+            memory, arrived = self._memory_and_arrival(name)
             entry: snapshot_mod.DomainEntry = {
-                'xml': xml, 'active': True,
-                'memory_by_node_kib': self._memory_reader(name)}
+                'xml': xml, 'active': True, 'memory_by_node_kib': memory}
+            if arrived:
+                entry['arrived'] = True
             if self.host.kernel_affinity:
                 entry['kernel_vcpu_affinity'] = self._affinity(name)
             domains.append(entry)
@@ -305,6 +311,15 @@ class Reader:
     def _memory_from_proc(self, name: str) -> dict[str, int]:
         return self._proven(name, lambda pid: memplace.memory_by_node(
             pid, fallback=read_memory_by_node)) or {}
+
+    def _memory_and_arrival(self, name: str) -> tuple[dict[str, int], bool]:
+        """(memory per node, arrived?) of a guest; whether it arrived
+        is read only when its memory lies on more than one node."""
+        memory = self._memory_reader(name)
+        return memory, len(memory) > 1 and self._arrived_from_proc(name)
+
+    def _arrived_from_proc(self, name: str) -> bool:
+        return bool(self._proven(name, qemuproc.arrived))
 
     def _affinity(self, name: str) -> dict[str, str]:
         found = self._proven(name, qemuproc.vcpu_affinity) or {}

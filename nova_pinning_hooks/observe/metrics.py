@@ -398,9 +398,9 @@ class _Collector:
             for (result, kind), n in sorted(s.changes.items()):
                 changes.add_metric([result, kind], n)
             calls = core.CounterMetricFamily(
-                PREFIX + 'libvirt_calls', 'libvirt calls made by passes '
-                'and vCPU count polls, by kind (read, write).',
-                labels=['kind'])
+                PREFIX + 'libvirt_calls', 'libvirt calls made by passes, '
+                'vCPU count polls and memory-home moves, by kind (read, '
+                'write).', labels=['kind'])
             for kind, n in sorted(s.calls.items()):
                 calls.add_metric([kind], n)
             polls = core.CounterMetricFamily(
@@ -414,7 +414,15 @@ class _Collector:
                 PREFIX + 'last_pass_timestamp_seconds', 'When the last '
                 'pass ended (Unix time; 0: no pass yet).')
             last.add_metric([], s.last_timestamp or 0.0)
-            families = [passes, duration, changes, calls, polls, last]
+            moves = core.CounterMetricFamily(
+                PREFIX + 'memory_home_moves', 'Moves of arrived (migrated '
+                'in, restored) guests\' memory to their home node, by '
+                'result (moved, no-room, timeout, failed, gone).',
+                labels=['result'])
+            for result in passstats.MOVE_RESULTS:
+                moves.add_metric([result], s.memory_home.get(result, 0))
+            families = [passes, duration, changes, calls, polls, moves,
+                        last]
             if s.last_timestamp is not None:
                 ok = core.GaugeMetricFamily(
                     PREFIX + 'last_pass_success', '1 if the last pass '

@@ -11,7 +11,9 @@ Invariants:
 * every outcome and every (result, kind) of pin changes is counted from
   the start, at zero (``OUTCOMES``, ``CHANGE_RESULTS``, ``CHANGE_KINDS``:
   the series ``metrics`` serves). A new ``plan.ChangeKind`` is a
-  series of its own without an edit here.
+  series of its own without an edit here; so is every result of a move
+  of an arrived guest's memory home (``MOVE_RESULTS``), whose libvirt
+  calls count with the passes' (``record_memory_home``).
 """
 
 import threading
@@ -19,6 +21,7 @@ import time
 import typing
 
 from nova_pinning_hooks.engine import plan as plan_mod
+from nova_pinning_hooks.host import memhome
 from nova_pinning_hooks.passes import reconciler
 
 OUTCOMES = ('ok', 'failed', 'refused')
@@ -27,6 +30,7 @@ OUTCOMES = ('ok', 'failed', 'refused')
 # first change would say "No data" on a quiet host.
 CHANGE_RESULTS = ('applied', 'skipped')
 CHANGE_KINDS = tuple(kind.value for kind in plan_mod.ChangeKind)
+MOVE_RESULTS = tuple(result.value for result in memhome.Result)
 
 
 class PassStats:
@@ -41,6 +45,8 @@ class PassStats:
                         for kind in CHANGE_KINDS}
         self.calls = {'read': 0, 'write': 0}
         self.polls = 0  # vCPU count polls (runtime.service)
+        # moves of arrived guests' memory home, by result (passes.memhome)
+        self.memory_home = dict.fromkeys(MOVE_RESULTS, 0)
         self.last_timestamp: typing.Optional[float] = None
         self.last_ok: typing.Optional[bool] = None
         # of the last pass that planned
@@ -77,5 +83,17 @@ class PassStats:
         are the agent's steady cost, and are counted with the passes'."""
         with self._lock:
             self.polls += 1
+            for kind in self.calls:
+                self.calls[kind] += calls.get(kind, 0)
+
+    def record_memory_home(self, result: typing.Optional[str],
+                           calls: typing.Mapping[str, int]) -> None:
+        """Count a move of an arrived guest's memory home (``result``,
+        ``host.memhome.Result``; None: a widening alone, no move) and
+        its libvirt calls, with the passes'."""
+        with self._lock:
+            if result is not None:
+                self.memory_home[result] = \
+                    self.memory_home.get(result, 0) + 1
             for kind in self.calls:
                 self.calls[kind] += calls.get(kind, 0)

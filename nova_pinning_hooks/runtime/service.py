@@ -53,6 +53,11 @@ Invariants:
 * ``basis`` is what the last pass that planned saw, summed up for nova's
   scheduler, and with ``summary_file`` written there
   (``observe.passsummary``: no libvirt call, any thread);
+* with ``[nova_pinning] memory_home`` (on by default) each pass's
+  result goes to the memory-home thread (``passes.memhome``: its own
+  thread and libvirt connection, one arrived guest's memory moved home
+  at a time; ``after_pass`` never blocks), its moves and their libvirt
+  calls counted with the passes'; ``stop`` stops it;
 * after each pass the pass is counted and, with ``[nova_pinning]
   metrics_textfile`` set, the Prometheus textfile rewritten
   (``passmetrics.PassMetrics``); a failure there is a logged warning. With
@@ -77,6 +82,7 @@ from nova_pinning_hooks.observe import passmetrics
 from nova_pinning_hooks.observe import passsummary
 from nova_pinning_hooks.passes import coalescer as coalescer_mod
 from nova_pinning_hooks.passes import hostport
+from nova_pinning_hooks.passes import memhome
 from nova_pinning_hooks.passes import reconciler
 from nova_pinning_hooks.runtime import settings as runtime_settings
 
@@ -156,6 +162,12 @@ class BindingService:
             role.summary_file, times.summary_max_age, LOG)
         self.pass_metrics = passmetrics.PassMetrics(
             config.passes, config.observe, LOG)
+        self.memory_home: typing.Optional[memhome.MemoryHome] = None
+        if config.memory_home:
+            passes, opener = config.passes, connect or virt.connect
+            self.memory_home = memhome.MemoryHome(
+                lambda: opener(passes.connection_uri, passes.host),
+                self.pass_metrics.stats)
         # (monotonic time, host, reason) of recent requests: diagnostics.
         self.requests: collections.deque[
             tuple[float, typing.Optional[str], str]] = collections.deque(
@@ -176,6 +188,8 @@ class BindingService:
                 LOG.error('libvirt events not registered (%s: %s); passes '
                           'run on requests and every %s s only',
                           type(exc).__name__, exc, self.interval)
+        if self.memory_home is not None:
+            self.memory_home.start()
         self.request(self.start_reason)
         for interval, loop, name in (
                 (self.poll_interval, self._poll, 'vcpu-poll'),
@@ -261,6 +275,8 @@ class BindingService:
         self.last_result = result
         self.summary.after_pass(result, time.time())
         self.pass_metrics.after_pass(self.reconciler, result)
+        if self.memory_home is not None:
+            self.memory_home.after_pass(result)
 
     def basis(self) -> typing.Optional[summary_mod.Basis]:
         """``PassSummary.basis``: for nova's scheduler; any thread."""
@@ -302,5 +318,7 @@ class BindingService:
     def stop(self, timeout: float = 10.0) -> None:
         self.stopped.set()
         self.coalescer.stop(timeout)
+        if self.memory_home is not None:
+            self.memory_home.stop(timeout)
         self.pass_metrics.close()
         self.reconciler.close()

@@ -24,6 +24,8 @@ class RuntimeSettings:
     observe: observe_settings.ObserveSettings
     summary_file: str
     report_summary: bool
+    # [nova_pinning] memory_home: the memory-home thread (passes.memhome)
+    memory_home: bool = True
     # the configuration a worker process is started with (nova's)
     config_files: tuple[str, ...] = ()
     config_dirs: tuple[str, ...] = ()
@@ -37,5 +39,6 @@ def read(conf: cfg.ConfigOpts) -> RuntimeSettings:
         passes=pass_settings.read(conf), observe=observe_settings.read(conf),
         summary_file=group.summary_file,
         report_summary=group.report_summary,
+        memory_home=group.memory_home,
         config_files=tuple(getattr(conf, 'config_file', None) or ()),
         config_dirs=tuple(getattr(conf, 'config_dir', None) or ()))

@@ -14,6 +14,16 @@ Invariants:
 * a home read from pins alone is a previous pass's choice, kept only
   while its node has room (``place``); ``order_dependent`` names the
   homes that depend on the other guests, which ``replan`` cannot keep;
+* an arrived guest (``Guest.arrived``: migrated in or restored) whose
+  memory qemu's incoming copy spread over several nodes is never
+  cross-node for that alone while it fits one node (its vCPUs within a
+  node's pool x ratio, its memory within the node's): its home is the
+  node holding most of its memory when that node has room, else the
+  node its vCPUs are pinned to (a previous pass's choice) when that
+  has room, else chosen as for a new guest; only a guest no node has
+  room for stays cross-node. Such a home is ``ARRIVED`` and is planned
+  as a guest born there (one-to-one while the node has room); once its
+  memory is home it reads as a ``MEMORY`` home;
 * deterministic: ties go to the lowest node, guests are placed in uuid
   order (largest first when chosen).
 """
@@ -69,16 +79,34 @@ def home_from_facts(guest: guest_mod.Guest, host: topology.HostTopology,
         if amount >= options.home_node_min_fraction * total and \
                 pool_by_node.get(node):
             return node, plan_mod.HomeSource.MEMORY, False
+        if guest.arrived and _fits_one_node(guest, host, pool_by_node,
+                                            options):
+            # Where the incoming copy put most of it: the node preferred
+            # (``place`` keeps it only while it has room); None when
+            # that node has no pool CPUs (then chosen).
+            return (node if pool_by_node.get(node) else None,
+                    plan_mod.HomeSource.ARRIVED, False)
         return None, plan_mod.HomeSource.MEMORY, True
     nodeset = guest.numa_nodeset
     if nodeset and guest.numa_mode in ('strict', 'restrictive'):
         if len(nodeset) == 1 and pool_by_node.get(min(nodeset)):
             return min(nodeset), plan_mod.HomeSource.NUMATUNE, False
         return None, plan_mod.HomeSource.NUMATUNE, True
+    home = pinned_node(guest, host, pool_by_node)
+    if home is not None:
+        return home, plan_mod.HomeSource.PINS, False
+    return None, plan_mod.HomeSource.NONE, False
+
+
+def pinned_node(guest: guest_mod.Guest, host: topology.HostTopology,
+                pool_by_node: dict[int, frozenset[int]]
+                ) -> typing.Optional[int]:
+    """The node every vCPU of ``guest`` is pinned within (its pool
+    there), or None: unpinned, pinned over several nodes, or to the
+    whole pool (host-range pins say nothing about a home node, even on
+    a host whose pool lies in one node)."""
     pins = [guest.vcpu_pin(v) for v in guest.vcpus]
     pool = frozenset().union(*pool_by_node.values())
-    # Host-range pins (the whole pool) say nothing about a home node, even
-    # on a host whose pool lies in one node.
     if pins and all(p is not None for p in pins) and \
             not all(p == pool for p in pins):
         pinned = typing.cast('list[frozenset[int]]', pins)  # no None
@@ -88,8 +116,39 @@ def home_from_facts(guest: guest_mod.Guest, host: topology.HostTopology,
             if home is not None and \
                     all(p <= pool_by_node.get(home, frozenset())
                         for p in pinned):
-                return home, plan_mod.HomeSource.PINS, False
-    return None, plan_mod.HomeSource.NONE, False
+                return home
+    return None
+
+
+def _fits_one_node(guest: guest_mod.Guest, host: topology.HostTopology,
+                   pool_by_node: dict[int, frozenset[int]],
+                   options: options_mod.Options) -> bool:
+    """Some node could hold ``guest`` alone: its vCPUs within the
+    node's pool x ratio, its memory within the node's (a node of
+    unknown memory holds any)."""
+    ratio = float(options.allocation_ratio)
+    for node, cpus in pool_by_node.items():
+        node_mem = host.nodes[node].memory_kib
+        if cpus and guest.vcpu_count <= len(cpus) * ratio + \
+                options_mod.EPSILON and \
+                (not node_mem or guest.memory_kib <= node_mem):
+            return True
+    return False
+
+
+def _has_room(node: int, guest: guest_mod.Guest,
+              pool_by_node: dict[int, frozenset[int]],
+              load: typing.Mapping[int, int],
+              mem_used: typing.Mapping[int, int],
+              host: topology.HostTopology, rules: options_mod.Rules
+              ) -> bool:
+    """``node`` has room for ``guest`` beside what is homed there: its
+    vCPUs within pool x ratio, its memory within the node's."""
+    node_mem = host.nodes[node].memory_kib
+    if node_mem and mem_used[node] + guest.memory_kib > node_mem:
+        return False
+    return load[node] + guest.vcpu_count <= \
+        len(pool_by_node[node]) * rules.ratio + options_mod.EPSILON
 
 
 def _choose_home(guest: guest_mod.Guest,
@@ -132,9 +191,12 @@ def choose_node(vcpus: int, memory_kib: int,
 
 def order_dependent(fact: Fact) -> bool:
     """A home from these facts (``home_from_facts``) depends on the
-    other guests: read from pins alone, or yet to be chosen."""
+    other guests: read from pins alone, an arrival's (kept only while
+    its node has room), or yet to be chosen."""
     node, source, cross = fact
-    return source == plan_mod.HomeSource.PINS or (node is None and not cross)
+    return source in (plan_mod.HomeSource.PINS,
+                      plan_mod.HomeSource.ARRIVED) or \
+        (node is None and not cross)
 
 
 def place(host: topology.HostTopology,
@@ -149,7 +211,7 @@ def place(host: topology.HostTopology,
     node -> vCPUs nova placed there over the pool (``layout.nova_load``).
     """
     homes: dict[str, Home] = {}
-    unplaced, by_pins = [], []
+    unplaced, by_pins, arrived = [], [], []
     load = {n: (nova_vcpus or {}).get(n, 0) for n in pool_by_node}
     mem_used = dict.fromkeys(pool_by_node, 0)
     for g in managed:
@@ -157,6 +219,8 @@ def place(host: topology.HostTopology,
         if source == plan_mod.HomeSource.PINS:
             # A home read from pins is a node (``home_from_facts``).
             by_pins.append((g, typing.cast(int, node)))
+        elif source == plan_mod.HomeSource.ARRIVED:
+            arrived.append((g, node))
         elif node is not None or cross:
             homes[g.uuid] = (node, source)
             if node is not None:
@@ -177,6 +241,26 @@ def place(host: topology.HostTopology,
             mem_used[node] += g.memory_kib
         else:
             unplaced.append(g)
+    # Arrivals after the guests already placed (they keep their homes),
+    # before the new ones: the node holding most of the memory, else the
+    # node of the previous pass's pins, while it has room; else chosen
+    # as for a new guest (among the nodes that have room), else
+    # cross-node as their memory says.
+    arrived_source = plan_mod.HomeSource.ARRIVED
+    for g, most in sorted(arrived, key=lambda gn: gn[0].uuid):
+        pinned = pinned_node(g, host, pool_by_node)
+        node = next((n for n in (most, pinned) if n is not None and
+                     _has_room(n, g, pool_by_node, load, mem_used, host,
+                               rules)), None)
+        if node is None:
+            node = _choose_home(g, pool_by_node, load, mem_used, host,
+                                rules)
+        if node is None:
+            homes[g.uuid] = (None, plan_mod.HomeSource.MEMORY)
+            continue
+        homes[g.uuid] = (node, arrived_source)
+        load[node] += g.vcpu_count
+        mem_used[node] += g.memory_kib
     for g in sorted(unplaced, key=lambda g: (-g.vcpu_count, g.uuid)):
         node = _choose_home(g, pool_by_node, load, mem_used, host, rules)
         if node is None:

@@ -39,6 +39,10 @@ resync_interval = 3600
 
 [nova_pinning_isolation]
 sweep_interval = 2
+# A unit's answer may take many seconds in a VM starved by CI's stages
+# beside it (5 s, the default, was short for status there, under a
+# flood and without one).
+status_timeout = 20
 """
 PREFIX = 'vmt-'
 # s: wait_for's bound. The VM's CPUs are qemu threads (TCG) on a host

@@ -1,7 +1,7 @@
 """Run inside the VM as ``nobody``: answer for systemd on other peers'
 connections to the system bus (issue 40, H-1).
 
-    python3 forger.py SOCKET SECONDS MASK_HEX [fd]
+    python3 forger.py SOCKET SECONDS MASK_HEX [MODE...]
 
 The attacker of ``tests/functional/isolation/test_forged_replies.py``
 (``ATTACKER``), on the VM's real system bus. Unique names are public
@@ -16,9 +16,10 @@ LoadUnit, the CPU mask ``MASK_HEX`` for a Get: a guests' CPU), and every
 second serials 1-299 and another 300 of a window that moves up to 3,000
 (a long-lived connection, ``watch``, has used more). Debian's
 python3-jeepney; stdlib otherwise. Prints how many messages it sent when
-its time is up or on SIGTERM.
+its time is up or on SIGTERM. That is ``replies``, the default MODE;
+several MODEs add up.
 
-With ``fd`` (issue 48, R5-H1) it sends instead one signal of type ``h``
+With ``fd`` (issue 48, R5-H1) it sends one signal of type ``h``
 (a descriptor's index) that carries no descriptor, framed by hand
 (jeepney will not make it), to each new connection as it appears and to
 every client connection every second: both buses deliver it.
@@ -101,11 +102,12 @@ def small(name):
 
 class Forger:
 
-    def __init__(self, sock, mask, fd=False, attacks=False):
+    def __init__(self, sock, mask, fd=False, attacks=False, replies=True):
         self.sock = sock
         self.mask = mask
         self.fd = fd or attacks
         self.attacks = attacks
+        self.replies = replies
         self.floods = {}  # name: FLOOD_EACH small signals, framed once
         self.agents = {}  # name: whether it is the agent's (is_agent)
         self.rounds = 0
@@ -141,6 +143,10 @@ class Forger:
                 pid = conn.send_and_get_reply(
                     message_bus.GetConnectionUnixProcessID(name),
                     timeout=5).body[0]
+                if not isinstance(pid, int):
+                    # On dbus-broker, with ``replies`` too, the answer
+                    # taken was once one of the forged ones (a string).
+                    raise ValueError(pid)
                 with open('/proc/%d/cmdline' % pid, 'rb') as f:
                     cmdline = f.read()
             except (OSError, ValueError, IndexError, TimeoutError,
@@ -171,11 +177,17 @@ class Forger:
         self.sent += len(blob) // 96
 
     def flood(self, conn, name, serials, first=False):
+        # The forged answers first: a new connection's first calls are
+        # in flight as it appears, and an answer must come during its
+        # call to be taken for it.
+        if self.replies:
+            self.replies_to(conn, name, serials)
         if self.fd:
             self.fd_signal(conn, name)
             if self.attacks:
                 self.attack(conn, name, first)
-            return
+
+    def replies_to(self, conn, name, serials):
         for serial in serials:
             sig, value = self.body(serial)
             for kind in ('signal', 'return'):
@@ -250,8 +262,11 @@ class Forger:
 
 def main(argv):
     sock, seconds, mask = argv[0], float(argv[1]), bytes.fromhex(argv[2])
-    forger = Forger(sock, mask, fd=argv[3:] == ['fd'],
-                    attacks=argv[3:] == ['attacks'])
+    modes = set(argv[3:]) or {'replies'}
+    if not modes <= {'fd', 'attacks', 'replies'}:
+        sys.exit('modes: fd, attacks, replies, not %s' % ' '.join(modes))
+    forger = Forger(sock, mask, fd='fd' in modes,
+                    attacks='attacks' in modes, replies='replies' in modes)
 
     def done(*_args):
         print('sent %d' % forger.sent, flush=True)

@@ -1,17 +1,21 @@
 """Another local user's messages on the agent's D-Bus connection, on a
-real host: issue 48's signal of type ``h`` (a descriptor's index) that
-carries no descriptor, and issue 60's signal carrying a header field of
-an unknown code (200) and flood of small signals (96 bytes each, 20,000
-to each new connection, 2,000 every 10 s after).
+real host: issue 40's answers forged for systemd (dbus-broker), issue
+48's signal of type ``h`` (a descriptor's index) that carries no
+descriptor, and issue 60's signal carrying a header field of an unknown
+code (200) and flood of small signals (96 bytes each, 20,000 to each new
+connection, 2,000 every 10 s after).
 
-Both system buses: the VM's own dbus-daemon 1.14 (Debian's policy lets
-every user send signals) and dbus-broker 33 (the VM rebooted onto it,
-as ``test_forged_replies`` does). ``nobody`` runs ``tests/vm/forger.py
-attacks``: all three to each new connection as it appears (the bus's
-``NameOwnerChanged``), so before the agent's answers, and to every
-client connection every second, so into a running ``watch``. Root runs
-the real ``nova-pinning-isolate`` with systemctl out of reach, as in
-kolla's images, so that it asks systemd over D-Bus, twice:
+Both system buses (``tests/vm/overdbus.py``): the VM's own dbus-daemon
+1.14 (Debian's policy lets every user send signals) and dbus-broker 33
+(the VM rebooted onto it), which also delivers method returns from any
+peer. ``nobody`` runs ``tests/vm/forger.py attacks`` (and ``replies``
+on dbus-broker): all of them to each new connection as it appears (the
+bus's ``NameOwnerChanged``), so before the agent's answers, and to every
+client connection every second, so into a running ``watch``; the
+forged answers carry the serials of the agent's calls and, for a unit's
+CPUs, a guests' CPU. Root runs the real ``nova-pinning-isolate`` with
+systemctl out of reach, as in kolla's images, so that it asks systemd
+over D-Bus, twice:
 
 * through the bus, systemd's own socket hidden (a container that does
   not mount /run/systemd): the attacks reach the agent, and the reader
@@ -21,38 +25,49 @@ kolla's images, so that it asks systemd over D-Bus, twice:
 
 Each way: ``apply``, ``status`` and ``undo``, ``TRIES`` times on the
 bus, once on systemd's socket (nothing reaches it to vary), each
-exits 0, records systemd's values, confines and releases the host's
-daemons (their ``Cpus_allowed_list`` in /proc); ``watch`` as the shipped
-unit, 30 s: active with no restart, not one ERROR line, and a unit an
-operator widens is confined again.
+exits 0, records systemd's values (no forged CPU), confines and
+releases the host's daemons (their ``Cpus_allowed_list`` in /proc);
+``watch`` as the shipped unit, 30 s: active with no restart, not one
+ERROR line, and a unit an operator widens is confined again. On
+dbus-broker the agent must have said it ignored forged answers: the
+attack reached it.
 
-Before (9aeef5f, jeepney parsing every message whole), the ``h`` signal:
-``IndexError`` out of its parser, then ``KeyError: b's'`` on every later
-call of the connection. Before issue 60 (168eeea), on dbus-broker, the
-unknown field: the frame taken as garbled and the connection dropped at
-every call, ``apply``, ``status`` and ``undo`` exit 1.
+Before (e89f00d) the first forged answer carrying a call's serial was
+taken as systemd's. Before 9aeef5f (jeepney parsing every message
+whole), the ``h`` signal: ``IndexError`` out of its parser, then
+``KeyError: b's'`` on every later call of the connection. Before issue
+60 (168eeea), on dbus-broker, the unknown field: the frame taken as
+garbled and the connection dropped at every call, ``apply``, ``status``
+and ``undo`` exit 1.
 """
 
 from testtools import content
 
-from tests.vm import test_forged_replies as forged
+from tests.vm import overdbus as forged
 
-TRIES = 3
+TRIES = 2
 
 
 class Attacks(forged.OverDBus):
 
+    # The forger's modes: also forged answers where the bus delivers
+    # them (dbus-broker).
+    modes = ('attacks',)
+
     def one_way(self, tries):
         """``tries`` of apply, status, undo, then a running watch, the
-        way ``self.private`` says: what failed, and the watch's
-        figures."""
+        way ``self.private`` says: what failed, the watch's figures, and
+        how many forged answers the agent said it ignored."""
         self.start_dbus_zygote()
         failed = []
+        dropped = 0
         for i in range(tries):
             for step, spread in (('apply', forged.RESERVED),
                                  ('status', forged.RESERVED),
                                  ('undo', forged.EVERY_CPU)):
                 result = self.npi_dbus(step)
+                dropped += sum(int(n) for n in
+                               forged.FORGED_SERIAL.findall(result.err))
                 if step == 'status' and 'through D-Bus at %s' % (
                         forged.PRIVATE if self.private else forged.BUS) \
                         not in result.out:
@@ -71,12 +86,13 @@ class Attacks(forged.OverDBus):
                                                forged.EVERY_CPU) or \
                     self.recorded() is not None:
                 self.reset_units()
-        return failed, self.watch_under_the_flood()
+        watch = self.watch_under_the_flood()
+        return failed, watch, dropped + watch['dropped']
 
     def attacks_change_nothing(self):
         self.assertEqual(dict.fromkeys(self.host_daemons, forged.EVERY_CPU),
                          self.daemons())
-        self.start_forger(3600, 'attacks')
+        self.start_forger(3600, *self.modes)
         ways = {}
         for private in (False, True):
             self.private = private
@@ -95,9 +111,16 @@ class Attacks(forged.OverDBus):
                    'watch repaired a widened unit': watch['repaired'],
                    'watch errors': watch['errors'],
                    'watch error lines': watch['error_lines']}
-             for way, (failed, watch) in ways.items()})
+             for way, (failed, watch, _) in ways.items()})
         # 20,000 small signals to each new connection at least.
         self.assertGreater(sent or 0, 20000)
+        if 'replies' in self.modes:
+            # The forged answers reached the agent through the bus, and
+            # it said so; none through systemd's own socket.
+            self.assertEqual(0, ways['private'][2])
+            self.assertGreater(ways['bus'][2], 0, 'the forged answers '
+                               'did not reach the agent: the test '
+                               'proves nothing')
 
 
 class TestAttacksOnDbusDaemon(Attacks):
@@ -122,6 +145,8 @@ class TestAttacksOnDbusDaemon(Attacks):
 
 
 class TestAttacksOnDbusBroker(Attacks):
+
+    modes = ('attacks', 'replies')
 
     def setUp(self):
         super().setUp()

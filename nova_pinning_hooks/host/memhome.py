@@ -13,6 +13,11 @@ to every node of the host.
 
 Invariants:
 
+* never a nova operation failed for it: libvirt holds the guest's
+  modify job while the strict write copies pages, and nova's next call
+  on that guest waits for the job 30 s (libvirt's bound) before it
+  fails; a move of more than ``MAX_MOVE_KIB`` is not started
+  (``TOO_LARGE``), so that a job is held seconds, not tens;
 * never an OOM kill: the move starts only when the home node's free
   memory (``MemFree`` of ``/sys/devices/system/node/node<N>/meminfo``)
   holds what must move plus ``reserve_kib``; otherwise nothing is
@@ -50,12 +55,19 @@ BASE_SECONDS = 30.0
 SECONDS_PER_GIB = 20.0
 # Free memory left on the home node after a move, at least.
 RESERVE_KIB = 256 * 1024
+# The most one move copies: 8 s at 1 GiB/s, a slow host's page
+# migration, a quarter of the 30 s a nova call waits for libvirt's job
+# (the TCG VM, at 5.2 s a GiB, is no such host). Larger arrivals keep
+# their pages where the copy put them (the kernel's NUMA balancing
+# gathers what the guest touches); retried, the part away may shrink.
+MAX_MOVE_KIB = 8 * GIB_KIB
 
 
 class Result(names.Name):
     """How one move ended (``Outcome.result``; the metric's label)."""
     MOVED = 'moved'  # the strict write returned: pages moved home
     NO_ROOM = 'no-room'  # the home node's free memory would not hold it
+    TOO_LARGE = 'too-large'  # more than MAX_MOVE_KIB away: not started
     TIMEOUT = 'timeout'  # the strict write overran its bound
     FAILED = 'failed'  # libvirt refused or failed
     GONE = 'gone'  # the guest went away
@@ -143,10 +155,14 @@ def move(host: MoveHost, uuid: str, home: int, away_kib: int,
          every_node: typing.AbstractSet[int],
          reserve_kib: int = RESERVE_KIB,
          free_kib: typing.Callable[[int], typing.Optional[int]] =
-         node_free_kib) -> Outcome:
+         node_free_kib, max_move_kib: int = MAX_MOVE_KIB) -> Outcome:
     """Move guest ``uuid``'s memory to node ``home`` (``away_kib``: what
     lies elsewhere now), then widen its nodeset to ``every_node``.
     Never raises."""
+    if away_kib > max_move_kib:
+        return Outcome(Result.TOO_LARGE, '%d KiB to move, more than the '
+                       '%d KiB a move may copy while it holds libvirt\'s '
+                       'job' % (away_kib, max_move_kib))
     free = free_kib(home)
     if free is None or free < away_kib + reserve_kib:
         return Outcome(Result.NO_ROOM, 'node %d has %s KiB free, %d KiB to '

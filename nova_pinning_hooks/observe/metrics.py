@@ -417,7 +417,8 @@ class _Collector:
             moves = core.CounterMetricFamily(
                 PREFIX + 'memory_home_moves', 'Moves of arrived (migrated '
                 'in, restored) guests\' memory to their home node, by '
-                'result (moved, no-room, timeout, failed, gone).',
+                'result (moved, no-room, too-large, timeout, failed, '
+                'gone).',
                 labels=['result'])
             for result in passstats.MOVE_RESULTS:
                 moves.add_metric([result], s.memory_home.get(result, 0))

@@ -209,7 +209,9 @@ class MemoryHome:
                 with self._lock:
                     self._unwidened[uuid] = due.every_node
             self.counts[outcome.result] += 1
-            (LOG.info if outcome.result == memhome_host.Result.MOVED
+            # A guest too large to move is no fault: said, not warned.
+            (LOG.info if outcome.result in (memhome_host.Result.MOVED,
+                                            memhome_host.Result.TOO_LARGE)
              else LOG.warning)('memory home of %s: %s (%s)', name,
                                outcome.result, outcome.reason)
         calls = {k: host.calls.get(k, 0) - before.get(k, 0)

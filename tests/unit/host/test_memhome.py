@@ -102,13 +102,15 @@ class TestMove(testtools.TestCase):
     def move(self, free, away=96 * MIB):
         return memhome.move(self.adapter, self.dom.UUIDString(), 0, away,
                             {0, 1}, reserve_kib=256 * MIB,
-                            free_kib=lambda node: free)
+                            free_kib=lambda node: free, max_move_kib=96 * MIB)
 
     def test_cases(self):
         # (free KiB on the home node, busy writes, vanishes,
         #  result, nodesets written, widened)
         cases = [
             ('room', 352 * MIB, 0, False, 'moved', ['0', '0-1'], True),
+            ('one KiB more than a move may copy', 900 * MIB, 0, False,
+             'too-large', [], True),
             ('one KiB short', 352 * MIB - 1, 0, False, 'no-room', [], True),
             ('free unknown', None, 0, False, 'no-room', [], True),
             ('strict write refused, still widened', 900 * MIB, 1, False,
@@ -123,12 +125,12 @@ class TestMove(testtools.TestCase):
             if vanish:
                 self.fake.vanish_on_pin.add(self.dom.name())
             before = dict(self.adapter.calls)
-            outcome = self.move(free)
+            outcome = self.move(free, 96 * MIB + (result == 'too-large'))
             self.assertEqual((result, written, widened),
                              (outcome.result, self.dom.numa_history,
                               outcome.widened), name)
             writes = self.adapter.calls['write'] - before.get('write', 0)
-            if result == 'no-room':
+            if result in ('no-room', 'too-large'):
                 self.assertEqual(0, writes, name)
             self.fake.busy.clear()
 

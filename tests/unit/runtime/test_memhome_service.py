@@ -39,7 +39,8 @@ class TestMemoryHomeInTheService(testtools.TestCase):
     def test_moves_and_their_calls_are_counted(self):
         stats = passstats.PassStats()
         text = metrics.exposition(metrics.HostView(), stats)
-        for result in ('moved', 'no-room', 'timeout', 'failed', 'gone'):
+        for result in ('moved', 'no-room', 'too-large', 'timeout',
+                       'failed', 'gone'):
             self.assertIn('nova_pinning_memory_home_moves_total'
                           '{result="%s"} 0.0' % result, text)
         stats.record_memory_home('moved', {'read': 2, 'write': 2})

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A bootable Debian 12 (or 13) compute host image for the VM tests (tests/vm):
+# A bootable Debian 13 (or 12) compute host image for the VM tests (tests/vm):
 # Debian's cloud kernel, systemd as pid 1 on the unified cgroup v2
 # hierarchy, libvirt-daemon-system with qemu, qemu-guest-agent (the
 # tests drive the VM through it, never through the serial console),
@@ -16,9 +16,11 @@
 # initrd.img. The mirror is the one apt uses on this machine.
 set -euo pipefail
 
-# NPH_VM_SUITE: the Debian release, bookworm (12, the default) or trixie
-# (13: kernel 6.12, systemd 257, libvirt 11.3, QEMU 10.0).
-suite=${NPH_VM_SUITE:-bookworm}
+# NPH_VM_SUITE: the Debian release, trixie (13, the default: kernel 6.12,
+# systemd 257, libvirt 11.3, QEMU 10.0, today's platform; issue 62) or
+# bookworm (12: kernel 6.1, systemd 252, libvirt 9.0, QEMU 7.2, which the
+# host's functional tests cover).
+suite=${NPH_VM_SUITE:-trixie}
 case "$suite" in
     bookworm|trixie) ;;
     *) echo "vm-image.sh: NPH_VM_SUITE must be bookworm or trixie" >&2; exit 2 ;;
@@ -50,7 +52,7 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)$/\1/p' \
                                  /etc/apt/sources.list 2>/dev/null)
 mirror=${mirror:-http://deb.debian.org/debian}
 
-# What a Debian 12 compute node runs, minus nova: the guests' host side
+# What a Debian compute node runs, minus nova: the guests' host side
 # (libvirt, qemu, machined for libvirt's scopes), the tools the tests read
 # the kernel with, and the package's Python dependencies.
 packages=(
@@ -128,9 +130,9 @@ chroot "$root" systemctl disable irqbalance.service >/dev/null 2>&1 || true  # n
 # dbus-broker (the system bus of Fedora, RHEL, CentOS Stream, Rocky and
 # Alma, i.e. of kolla-ansible's other host distributions) is installed
 # but not the system bus: Debian's package enables it at install time
-# (dbus.service, an alias of dbus-broker.service), and Debian 12's
+# (dbus.service, an alias of dbus-broker.service), and Debian's
 # default bus is dbus-daemon, which the other tests see.
-# tests/vm/test_forged_replies.py enables it and reboots, then disables
+# tests/vm/overdbus.py enables it and reboots, then disables
 # it and reboots again.
 chroot "$root" systemctl disable dbus-broker.service >/dev/null 2>&1 || true  # not enabled
 chroot "$root" systemctl --global disable dbus-broker.service \

@@ -5,9 +5,9 @@ The bus is the VM's dbus-daemon, or dbus-broker (``on_broker``: Debian's
 package, installed in the image and switched on, ``dbus.service`` made
 an alias of ``dbus-broker.service``, then a reboot; back and rebooted
 again at the end). dbus-broker is the system bus of Fedora, RHEL, CentOS
-Stream, Rocky and Alma, and delivers a method return carrying a reply
-serial from any peer (dbus-daemon drops it). systemd is pid 1; the
-policy is Debian's.
+Stream, Rocky and Alma, and passes on a signal carrying a reply serial
+from any peer (dbus-daemon drops it; version 33 passed on method returns
+too). systemd is pid 1; the policy is Debian's.
 
 Root runs the real ``nova-pinning-isolate`` with systemctl out of reach,
 as in kolla's images, so that it asks systemd over D-Bus (``hidden``):

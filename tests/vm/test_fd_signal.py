@@ -6,11 +6,12 @@ code (200) and flood of small signals (96 bytes each, 20,000 to each new
 connection, 2,000 every 10 s after).
 
 Both system buses (``tests/vm/overdbus.py``): the VM's own dbus-daemon
-1.14 (Debian's policy lets every user send signals) and dbus-broker 33
-(the VM rebooted onto it), which also delivers method returns from any
-peer. ``nobody`` runs ``tests/vm/forger.py attacks`` (and ``replies``
-on dbus-broker): all of them to each new connection as it appears (the
-bus's ``NameOwnerChanged``), so before the agent's answers, and to every
+(Debian's policy lets every user send signals) and dbus-broker (the VM
+rebooted onto it), which passes on signals carrying a call's serial
+from any peer (and, version 33, method returns). ``nobody`` runs
+``tests/vm/forger.py attacks`` (and ``replies`` on dbus-broker): all
+of them to each new connection as it appears (the bus's
+``NameOwnerChanged``), so before the agent's answers, and to every
 client connection every second, so into a running ``watch``; the
 forged answers carry the serials of the agent's calls and, for a unit's
 CPUs, a guests' CPU. Root runs the real ``nova-pinning-isolate`` with
@@ -27,10 +28,9 @@ Each way: ``apply``, ``status`` and ``undo``, ``TRIES`` times on the
 bus, once on systemd's socket (nothing reaches it to vary), each
 exits 0, records systemd's values (no forged CPU), confines and
 releases the host's daemons (their ``Cpus_allowed_list`` in /proc);
-``watch`` as the shipped unit, 30 s: active with no restart, not one
-ERROR line, and a unit an operator widens is confined again. On
-dbus-broker the agent must have said it ignored forged answers: the
-attack reached it.
+``watch`` as the shipped unit, 30 s at least: active with no restart,
+not one ERROR line, and a unit an operator widens is confined again.
+The agent's calls on the bus must have stepped over the attacks.
 
 Before (e89f00d) the first forged answer carrying a call's serial was
 taken as systemd's. Before 9aeef5f (jeepney parsing every message
@@ -41,11 +41,15 @@ garbled and the connection dropped at every call, ``apply``, ``status``
 and ``undo`` exit 1.
 """
 
+import re
+
 from testtools import content
 
 from tests.vm import overdbus as forged
 
 TRIES = 2
+# What the agent stepped over, unread (its --debug lines).
+STEPPED_OVER = re.compile(r'stepped over (\d+) messages that were not')
 
 
 class Attacks(forged.OverDBus):
@@ -57,17 +61,19 @@ class Attacks(forged.OverDBus):
     def one_way(self, tries):
         """``tries`` of apply, status, undo, then a running watch, the
         way ``self.private`` says: what failed, the watch's figures, and
-        how many forged answers the agent said it ignored."""
+        how many messages the calls stepped over."""
         self.start_dbus_zygote()
         failed = []
-        dropped = 0
+        stepped = 0
         for i in range(tries):
             for step, spread in (('apply', forged.RESERVED),
                                  ('status', forged.RESERVED),
                                  ('undo', forged.EVERY_CPU)):
-                result = self.npi_dbus(step)
-                dropped += sum(int(n) for n in
-                               forged.FORGED_SERIAL.findall(result.err))
+                # --debug: its lines say how many messages the calls
+                # stepped over unread.
+                result = self.npi_dbus('--debug', step)
+                stepped += sum(int(n) for n in
+                               STEPPED_OVER.findall(result.err))
                 if step == 'status' and 'through D-Bus at %s' % (
                         forged.PRIVATE if self.private else forged.BUS) \
                         not in result.out:
@@ -86,8 +92,7 @@ class Attacks(forged.OverDBus):
                                                forged.EVERY_CPU) or \
                     self.recorded() is not None:
                 self.reset_units()
-        watch = self.watch_under_the_flood()
-        return failed, watch, dropped + watch['dropped']
+        return failed, self.watch_under_the_flood(), stepped
 
     def attacks_change_nothing(self):
         self.assertEqual(dict.fromkeys(self.host_daemons, forged.EVERY_CPU),
@@ -112,15 +117,21 @@ class Attacks(forged.OverDBus):
                    'watch errors': watch['errors'],
                    'watch error lines': watch['error_lines']}
              for way, (failed, watch, _) in ways.items()})
-        # 20,000 small signals to each new connection at least.
+        # 20,000 small signals to each new connection at least, and
+        # they reached the agent through the bus, each stepped over
+        # unread. The forged answers: dbus-broker 33 (Debian 12) passed
+        # on method returns from another peer, which the agent said it
+        # ignored (test_forged_replies then); 37 (Debian 13) passed on
+        # none in this test's run on 2026-12-02 (0 such lines), only
+        # the signals carrying a call's serial, stepped over too.
         self.assertGreater(sent or 0, 20000)
-        if 'replies' in self.modes:
-            # The forged answers reached the agent through the bus, and
-            # it said so; none through systemd's own socket.
-            self.assertEqual(0, ways['private'][2])
-            self.assertGreater(ways['bus'][2], 0, 'the forged answers '
-                               'did not reach the agent: the test '
-                               'proves nothing')
+        # (More than the one signal a connection gets from the bus
+        # itself, NameAcquired, a call.)
+        self.assertGreater(ways['bus'][2], 3 * TRIES,
+                           'the attacks did not reach the agent: the '
+                           'test proves nothing')
+        # On systemd's own socket nothing reached it.
+        self.assertEqual(0, ways['private'][2])
 
 
 class TestAttacksOnDbusDaemon(Attacks):

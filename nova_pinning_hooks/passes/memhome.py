@@ -14,7 +14,11 @@ Invariants:
   microseconds; what it notes replaces what the last pass noted (a
   guest no longer named, gone or home now, is dropped); a guest whose
   memory mode libvirt cannot change live (interleave, preferred) is
-  never noted;
+  never noted, nor is a guest the pass could not bind (its pin changes
+  skipped: a job of libvirt's holds it, above all the incoming
+  migration itself until its end): a move then waits behind that job
+  (libvirt queues the nodeset write, and fails it after 30 s), and
+  the pass that binds it, on the job's end, notes it;
 * moves run on this module's own thread and its own libvirt connection,
   never on nova's threads, never under the pass lock: a move holds up
   no pass (of another guest or its own: a pass reads no job of libvirt's
@@ -69,10 +73,14 @@ def candidates(result: reconciler.PassResult
         return None
     guests = {g.uuid: g for g in snap.guests}
     every = frozenset(snap.host.nodes)
+    # Not bound by this pass (a PinChange skipped, or a guest's name).
+    unbound = {c.uuid if isinstance(c, plan_mod.PinChange) else c
+               for c, _ in result.skipped}
     found = []
     for gp in plan.guests:
         if gp.home_source != plan_mod.HomeSource.ARRIVED or \
-                gp.home_node is None or gp.mode == plan_mod.UNTOUCHED:
+                gp.home_node is None or gp.mode == plan_mod.UNTOUCHED or \
+                gp.uuid in unbound or gp.name in unbound:
             continue
         guest = guests[gp.uuid]
         if guest.numa_mode not in MOVABLE_MODES:

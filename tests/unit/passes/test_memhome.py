@@ -13,6 +13,7 @@ import testtools
 from nova_pinning_hooks.host import memhome as memhome_host
 from nova_pinning_hooks.host import virt
 from nova_pinning_hooks.passes import memhome
+from tests import fakelibvirt
 from tests.fixtures import FakeLibvirtFixture
 from tests.unit.passes import test_reconciler
 from tests.unit import hosts
@@ -105,6 +106,21 @@ class TestPassFeedsTheThread(MemoryHomeTestCase):
             self.assertEqual(noted, dom.UUIDString() in
                              [c.uuid for c in found], mode)
             self.fake.domains.pop(dom.UUIDString())
+
+    def test_not_while_its_incoming_migration_holds_it(self):
+        # The VM test's first live migration (issue 61): the pass during
+        # the incoming job skipped the guest's pins, yet noted it, and
+        # the move's nodeset write waited 3.9 s on that job.
+        x = self.arrive('x', 2, {'0': 100 * MIB, '1': 156 * MIB})
+        x.start_job(
+            operation=fakelibvirt.VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN)
+        self.addCleanup(lambda: x.job and x.job.set())
+        held = self.rec.run_pass()
+        self.assertTrue(held.skipped)
+        self.assertEqual([], memhome.candidates(held))
+        x.end_job()
+        self.assertEqual(['x'], [c.name for c in
+                                 memhome.candidates(self.rec.run_pass())])
 
     def test_a_dry_run_tells_nothing(self):
         self.arrive('x', 2, {'0': 100 * MIB, '1': 156 * MIB})

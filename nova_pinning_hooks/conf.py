@@ -197,7 +197,7 @@ pinning_opts = [
                      'policy through libvirt (strict nodeset). Off: only '
                      'vCPUs are pinned; the kernel then tends to allocate '
                      'new memory near them.'),
-    cfg.BoolOpt('memory_home', default=True,
+    cfg.BoolOpt('memory_home', default=False,
                 help='Bring an arrived guest\'s memory to its home node. '
                      'A guest migrated in or restored (managed save, '
                      'suspend) has its memory where qemu\'s incoming '
@@ -213,7 +213,11 @@ pinning_opts = [
                      'vCPUs are bound on its home node all the same and '
                      'its memory stays where it is (the kernel\'s '
                      'automatic NUMA balancing may gather the pages the '
-                     'guest touches).'),
+                     'guest touches). Off by default: in one VM run '
+                     '(libvirt 9.0, cgroup v2) a guest\'s cgroups kept '
+                     'the home node alone in cpuset.mems after libvirt '
+                     'reported the nodeset widened, which a full home '
+                     'node would turn into an OOM kill.'),
     cfg.StrOpt('emulator_threads', default='shared',
                choices=emuthreads.Setting.choices({
                    'guest': 'with the guest\'s own vCPUs',

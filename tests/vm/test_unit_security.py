@@ -69,7 +69,13 @@ class TestUnitSecurity(base.VMTestCase):
         self.wait_for(unit + ' active', lambda: self.sh(
             ['systemctl', 'show', '-p', 'ActiveState', '--value',
              unit]).out.strip() == 'active')
-        return self.main_pid(unit)
+        pid = self.main_pid(unit)
+        # Type=simple is active at the fork: until the exec the main
+        # process is systemd's (systemd-executor since 255), with every
+        # capability (CI's Debian 13 run read CapBnd there).
+        self.wait_for(unit + ' executed', lambda: 'nova-pinning' in self.sh(
+            "tr '\\0' ' ' < /proc/%s/cmdline" % pid, check=False).out)
+        return pid
 
     def test_exposure_stays_at_most_the_measured(self):
         for unit, limit in sorted(EXPOSURE.items()):

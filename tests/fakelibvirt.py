@@ -25,6 +25,11 @@ VIR_CONNECT_LIST_DOMAINS_INACTIVE = 2
 VIR_DOMAIN_XML_INACTIVE = 2
 VIR_DOMAIN_NUMA_NODESET = 'numa_nodeset'
 VIR_DOMAIN_NUMA_MODE = 'numa_mode'
+VIR_DOMAIN_NUMATUNE_MEM_STRICT = 0
+VIR_DOMAIN_NUMATUNE_MEM_RESTRICTIVE = 3
+_NUMA_MODES = {VIR_DOMAIN_NUMATUNE_MEM_STRICT: 'strict', 1: 'preferred',
+               2: 'interleave', VIR_DOMAIN_NUMATUNE_MEM_RESTRICTIVE:
+               'restrictive'}
 VIR_DOMAIN_RUNNING = 1
 VIR_DOMAIN_RUNNING_BOOTED = 1
 VIR_DOMAIN_PAUSED = 3
@@ -240,6 +245,7 @@ class FakeDomain:
         self.emulator_pin = None
         self.iothread_pins = {}
         self.numa_nodeset = None
+        self.numa_mode = None  # <numatune>'s mode: none until written
         # Cumulative vCPU counters (ns) for getAllDomainStats: tests set
         # them; report_delay=False is a libvirt without vcpu.N.delay.
         self.vcpu_time = collections.Counter()
@@ -362,8 +368,8 @@ class FakeDomain:
             tune += "<iothreadpin iothread='%d' cpuset='%s'/>" % (t, _fmt(c))
         extra = '<cputune>%s</cputune>' % tune if tune else ''
         if self.numa_nodeset is not None:
-            extra += ("<numatune><memory mode='strict' nodeset='%s'/>"
-                      "</numatune>" % self.numa_nodeset)
+            extra += ("<numatune><memory mode='%s' nodeset='%s'/>"
+                      "</numatune>" % (self.numa_mode, self.numa_nodeset))
         xml = self.base_xml
         cut = xml.find('<devices')
         cut = cut if cut >= 0 else xml.rindex('</domain>')
@@ -418,7 +424,28 @@ class FakeDomain:
 
     def setNumaParameters(self, params, flags):  # noqa: N802
         self._pin_faults('setNumaParameters')
-        self.numa_nodeset = params[VIR_DOMAIN_NUMA_NODESET]
+        # libvirt's rules for a running guest (qemuDomainSetNumaParameters,
+        # libvirt 7.3 to 11.3): the mode never changes; a nodeset changes
+        # only in restrictive mode, or once while no <numatune> is set
+        # (which makes it strict unless a mode is given).
+        mode = _NUMA_MODES[params[VIR_DOMAIN_NUMA_MODE]] \
+            if VIR_DOMAIN_NUMA_MODE in params else None
+        nodeset = params[VIR_DOMAIN_NUMA_NODESET]
+        if mode and self.numa_mode and mode != self.numa_mode:
+            raise libvirtError("Requested operation is not valid: can't "
+                               "change numatune mode for running domain",
+                               VIR_ERR_OPERATION_INVALID)
+        if mode == 'strict' and nodeset != self.numa_nodeset:
+            raise libvirtError("Requested operation is not valid: can't "
+                               "change nodeset for strict mode for "
+                               "running domain", VIR_ERR_OPERATION_INVALID)
+        if self.numa_mode not in (None, 'restrictive'):
+            raise libvirtError('Requested operation is not valid: change '
+                               'of nodeset for running domain requires '
+                               'restrictive numa mode',
+                               VIR_ERR_OPERATION_INVALID)
+        self.numa_mode = mode or self.numa_mode or 'strict'
+        self.numa_nodeset = nodeset
         self.numa_history.append(self.numa_nodeset)
         self._tuned()
         return 0

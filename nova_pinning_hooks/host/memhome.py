@@ -4,8 +4,10 @@ An arrived guest (migrated in, restored: ``engine.guest.Guest.arrived``)
 whose memory qemu's incoming copy split over several nodes is homed by
 the policy and bound there like a guest born there; its pages stay where
 the copy put them until something moves them. ``move`` does that once
-for one guest: a live strict memory nodeset of the home node alone
-(``virDomainSetNumaParameters``, as ``set_home_node`` writes; libvirt
+for one guest: a live memory nodeset of the home node alone, in
+restrictive mode (``virDomainSetNumaParameters``, as ``set_home_node``
+writes: ``virtwrite.nodeset_params``; strict would forbid the widening
+below); libvirt
 writes the guest's cgroup ``cpuset.mems``, and the kernel migrates its
 pages within that write: cgroup v2 always, v1 with the
 ``cpuset.memory_migrate`` libvirt sets), then the nodeset widened again
@@ -14,7 +16,7 @@ to every node of the host.
 Invariants:
 
 * never a nova operation failed for it: libvirt holds the guest's
-  modify job while the strict write copies pages, and nova's next call
+  modify job while the home write copies pages, and nova's next call
   on that guest waits for the job 30 s (libvirt's bound) before it
   fails; a move of more than ``MAX_MOVE_KIB`` is not started
   (``TOO_LARGE``), so that a job is held seconds, not tens;
@@ -22,11 +24,11 @@ Invariants:
   memory (``MemFree`` of ``/sys/devices/system/node/node<N>/meminfo``)
   holds what must move plus ``reserve_kib``; otherwise nothing is
   written (``NO_ROOM``);
-* a strict nodeset written to move pages is always widened again, to
-  every node of the host, so that a full home node cannot starve the
-  guest later; a widening that could not be written is reported
+* a nodeset of the home node written to move pages is always widened
+  again, to every node of the host, so that a full home node cannot
+  starve the guest later; a widening that could not be written is reported
   (``widened`` False) for the caller to write again;
-* bounded in time: the strict write gets ``time_bound`` seconds (the
+* bounded in time: the home write gets ``time_bound`` seconds (the
   kernel's copy runs inside it: ``BASE_SECONDS`` plus
   ``SECONDS_PER_GIB`` a GiB to move), every other call the connection's
   own bound; a move that overruns is ``TIMEOUT``, and the write is
@@ -44,6 +46,7 @@ from nova_pinning_hooks.engine import cpuset
 from nova_pinning_hooks.engine import names
 from nova_pinning_hooks.host import libvirtapi
 from nova_pinning_hooks.host import safefs
+from nova_pinning_hooks.host import virtwrite
 
 NODE_ROOT = '/sys/devices/system/node'
 MEMINFO_LIMIT = 8192  # a node's meminfo: about 1.2 KiB
@@ -65,10 +68,10 @@ MAX_MOVE_KIB = 8 * GIB_KIB
 
 class Result(names.Name):
     """How one move ended (``Outcome.result``; the metric's label)."""
-    MOVED = 'moved'  # the strict write returned: pages moved home
+    MOVED = 'moved'  # the home write returned: pages moved home
     NO_ROOM = 'no-room'  # the home node's free memory would not hold it
     TOO_LARGE = 'too-large'  # more than MAX_MOVE_KIB away: not started
-    TIMEOUT = 'timeout'  # the strict write overran its bound
+    TIMEOUT = 'timeout'  # the home write overran its bound
     FAILED = 'failed'  # libvirt refused or failed
     GONE = 'gone'  # the guest went away
 
@@ -77,7 +80,7 @@ class Outcome(typing.NamedTuple):
     result: Result
     reason: str
     seconds: float = 0.0
-    widened: bool = True  # False: a strict nodeset is left to widen
+    widened: bool = True  # False: a home nodeset is left to widen
 
 
 class MoveHost(typing.Protocol):
@@ -117,8 +120,7 @@ def time_bound(away_kib: int) -> float:
 def _nodeset(dom: typing.Any, host: MoveHost,
              nodes: typing.AbstractSet[int]) -> None:
     host.call('write', 'setNumaParameters', dom.setNumaParameters,
-              {libvirtapi.libvirt.VIR_DOMAIN_NUMA_NODESET:
-               cpuset.format(frozenset(nodes))},
+              virtwrite.nodeset_params(nodes),
               libvirtapi.libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
 
@@ -135,20 +137,35 @@ def widen(host: MoveHost, uuid: str,
                             conn.lookupByUUIDString, uuid)
         _nodeset(dom, host, every_node)
     except Exception as exc:
-        return _failed(exc, widened=False)
+        return _failed(exc, False, host, dom)
     return Outcome(Result.MOVED, 'widened to nodes %s'
                    % cpuset.format(frozenset(every_node)))
 
 
-def _failed(exc: Exception, widened: bool) -> Outcome:
+def _failed(exc: Exception, widened: bool, host: MoveHost,
+            dom: typing.Any = None) -> Outcome:
     if isinstance(exc, libvirtapi.LibvirtTimeout):
         return Outcome(Result.TIMEOUT, str(exc), widened=widened)
     if isinstance(exc, libvirtapi.libvirt.libvirtError) and \
-            libvirtapi.code(exc) in libvirtapi.GONE:
+            libvirtapi.code(exc) in libvirtapi.GONE and \
+            not _running(host, dom):
         # Nothing is left to widen on a guest that is gone.
         return Outcome(Result.GONE, 'went away', widened=True)
     return Outcome(Result.FAILED, '%s: %s' % (type(exc).__name__, exc),
                    widened=widened)
+
+
+def _running(host: MoveHost, dom: typing.Any) -> bool:
+    """Whether a domain whose write failed as if gone still runs:
+    libvirt refuses a nodeset it will not change with the same code
+    (``VIR_ERR_OPERATION_INVALID``) as a write to a stopped domain, and
+    such a refusal taken for "gone" once hid a widening that failed."""
+    if dom is None:
+        return False
+    try:
+        return bool(host.call('read', 'isActive', dom.isActive))
+    except Exception:
+        return False  # gone by now, or unknown: not retried for ever
 
 
 def move(host: MoveHost, uuid: str, home: int, away_kib: int,
@@ -175,7 +192,7 @@ def move(host: MoveHost, uuid: str, home: int, away_kib: int,
         dom = host.call('read', 'lookupByUUIDString',
                         conn.lookupByUUIDString, uuid)
     except Exception as exc:
-        return _failed(exc, widened=True)
+        return _failed(exc, True, host)
     usual = host.call_timeout
     bound = time_bound(away_kib)
     host.call_timeout = bound
@@ -183,11 +200,11 @@ def move(host: MoveHost, uuid: str, home: int, away_kib: int,
     try:
         _nodeset(dom, host, {home})
     except Exception as exc:
-        failed = _failed(exc, widened=False)
+        failed = _failed(exc, False, host, dom)
     finally:
         host.call_timeout = usual
     seconds = libvirtapi.now() - start
-    # Widened whatever happened: a strict nodeset of a full node would
+    # Widened whatever happened: a home nodeset of a full node would
     # starve the guest later. After a timeout the connection is
     # abandoned and this fails at once: the caller widens later.
     widened = widen(host, uuid, every_node, dom)

@@ -48,11 +48,22 @@ _Arguments = typing.Callable[['Writer', plan_mod.PinChange],
                              tuple[object, ...]]
 
 
+def nodeset_params(nodes: typing.AbstractSet[int]) -> dict[str, object]:
+    """``setNumaParameters``' parameters for a live memory nodeset of
+    ``nodes``, in restrictive mode: libvirt (7.3 to 11.3 at least)
+    changes a running guest's nodeset again only in that mode; a nodeset
+    written without a mode makes it strict, and every later change
+    (the widening after a move home) is refused. Live, both modes write
+    the same cgroups' ``cpuset.mems``. The constants are libvirt's, read
+    at call time (``libvirtapi``)."""
+    lv = libvirtapi.libvirt
+    return {lv.VIR_DOMAIN_NUMA_MODE: lv.VIR_DOMAIN_NUMATUNE_MEM_RESTRICTIVE,
+            lv.VIR_DOMAIN_NUMA_NODESET: cpuset.format(frozenset(nodes))}
+
+
 def _numa_nodeset(writer: 'Writer', change: plan_mod.PinChange
                   ) -> tuple[object, ...]:
-    # The constant is libvirt's, read at call time (``libvirtapi``).
-    return ({libvirtapi.libvirt.VIR_DOMAIN_NUMA_NODESET:
-             cpuset.format(change.new)},)
+    return (nodeset_params(change.new),)
 
 
 # The one place a change's kind meets libvirt: kind -> (the domain's

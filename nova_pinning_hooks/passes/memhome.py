@@ -26,7 +26,7 @@ Invariants:
 * one move at a time; a guest is moved again no sooner than
   ``RETRY_SECONDS`` after its last attempt, whatever its outcome (a
   guest moved home is a memory home at the next pass, which drops it);
-* a strict nodeset a move could not widen again is widened before any
+* a home nodeset a move could not widen again is widened before any
   other move, on every wake of the thread;
 * what each move did is counted (``counts``, by ``host.memhome.Result``)
   and its libvirt calls with the passes' (``record``: a
@@ -48,9 +48,10 @@ from nova_pinning_hooks.passes import reconciler
 LOG = logging.getLogger(__name__)
 
 RETRY_SECONDS = 300.0
-# The memory modes whose nodeset libvirt changes live (no <numatune>:
-# strict); an interleave or preferred guest is left where it is.
-MOVABLE_MODES = (None, 'strict')
+# The memory modes whose nodeset libvirt changes live: restrictive (what
+# a move writes), or none yet; a strict, interleave or preferred guest
+# is left where it is.
+MOVABLE_MODES = (None, 'restrictive')
 IDLE_WAIT = 60.0  # seconds the thread sleeps with nothing due
 
 
@@ -84,7 +85,7 @@ def candidates(result: reconciler.PassResult
             continue
         guest = guests[gp.uuid]
         if guest.numa_mode not in MOVABLE_MODES:
-            continue  # libvirt changes a live nodeset in strict mode only
+            continue  # libvirt would refuse the nodeset
         memory = guest.memory_by_node_kib
         away = sum(memory.values()) - memory.get(gp.home_node, 0)
         if away > 0:

@@ -1,8 +1,8 @@
 """Arrivals on the host (issue 61): whether a guest's qemu was started
 with -incoming (read only for guests whose memory is split), the home
-node's free memory, and one move home through the fake libvirt (strict
-nodeset of the home node, widened again; bounded by free memory and
-time)."""
+node's free memory, and one move home through the fake libvirt
+(restrictive nodeset of the home node, widened again; bounded by free
+memory and time)."""
 
 import os
 import threading
@@ -113,7 +113,7 @@ class TestMove(testtools.TestCase):
              'too-large', [], True),
             ('one KiB short', 352 * MIB - 1, 0, False, 'no-room', [], True),
             ('free unknown', None, 0, False, 'no-room', [], True),
-            ('strict write refused, still widened', 900 * MIB, 1, False,
+            ('home write refused, still widened', 900 * MIB, 1, False,
              'failed', ['0-1'], True),
             ('both refused: left to widen', 900 * MIB, 2, False, 'failed',
              [], False),
@@ -133,6 +133,21 @@ class TestMove(testtools.TestCase):
             if result in ('no-room', 'too-large'):
                 self.assertEqual(0, writes, name)
             self.fake.busy.clear()
+
+    def test_a_refusal_of_a_running_guest_is_no_departure(self):
+        # A guest libvirt made strict (a nodeset written without a mode)
+        # keeps its nodeset: libvirt refuses with the code of a write to
+        # a stopped guest. Taken for "gone", a failed widening was once
+        # reported as moved and widened (libvirt 9.0, issue 61).
+        self.dom.numa_mode, self.dom.numa_nodeset = 'strict', '0'
+        outcome = self.move(900 * MIB)
+        self.assertEqual(('failed', [], False),
+                         (outcome.result, self.dom.numa_history,
+                          outcome.widened), outcome)
+        self.assertIn('numatune mode', outcome.reason)
+        widened = memhome.widen(self.adapter, self.dom.UUIDString(), {0, 1})
+        self.assertEqual(('failed', False),
+                         (widened.result, widened.widened))
 
     def test_counted_as_reads_and_writes(self):
         outcome = self.move(900 * MIB)

@@ -7,6 +7,12 @@
 # only (TCP, no authentication: loopback, tests only), and seeing as its
 # cpuset hierarchy a group that holds CPU 0 only: guests it starts cannot
 # use CPU 1, like a destination host that lacks a CPU or keeps it reserved.
+# On a host with no cgroup v1 cpuset (cgroup v2 under systemd: the VM of
+# tests/vm/test_arrivals.py) there is no such group: the daemon sees the
+# system bus and systemd's /run/systemd, so it asks machined for its
+# guests' scopes as the first daemon does (on its own it would make their
+# cgroups under its own, a v2 group with processes, which cannot hold
+# controlled children).
 #
 #   tools/second-libvirtd.sh start DIR [PORT]   # prints its URI
 #   tools/second-libvirtd.sh stop DIR
@@ -79,17 +85,30 @@ cat > "$dir/etc/qemu.conf" <<CONF
 migration_port_min = 49300
 migration_port_max = 49399
 CONF
-mkdir -p "$cg"
-echo 0 > "$cg/cpuset.cpus"
-cat /sys/fs/cgroup/cpuset/cpuset.mems > "$cg/cpuset.mems"
+if [ -d /sys/fs/cgroup/cpuset ]; then
+    mkdir -p "$cg"
+    echo 0 > "$cg/cpuset.cpus"
+    cat /sys/fs/cgroup/cpuset/cpuset.mems > "$cg/cpuset.mems"
+else
+    cg=
+fi
 # Started with no inherited descriptor (a test runner's lock stays its).
 # shellcheck disable=SC2016  # the inner bash expands them
 unshare -m --propagation private bash -c '
     set -e
     dir=$1; cg=$2
-    echo $$ > "$cg/cgroup.procs"
-    mount --bind "$cg" /sys/fs/cgroup/cpuset
-    mount --bind "$dir/run" /run
+    if [ -n "$cg" ]; then
+        echo $$ > "$cg/cgroup.procs"
+        mount --bind "$cg" /sys/fs/cgroup/cpuset
+        mount --bind "$dir/run" /run
+    else
+        # The bus and the directory of systemd inside its own /run (bound
+        # before that /run hides them; --rbind takes them along).
+        mkdir -p "$dir/run/dbus" "$dir/run/systemd"
+        mount --bind /run/dbus "$dir/run/dbus"
+        mount --bind /run/systemd "$dir/run/systemd"
+        mount --rbind "$dir/run" /run
+    fi
     mount --bind "$dir/lib" /var/lib/libvirt
     mount --bind "$dir/cache" /var/cache/libvirt
     mount --bind "$dir/log" /var/log/libvirt

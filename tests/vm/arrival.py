@@ -10,13 +10,31 @@ memory split as an incoming copy splits it, and one move home.
                                         # host.memhome.move through the
                                         # installed package; prints its
                                         # outcome and libvirt calls
+    python3 arrival.py fill PID MIB FILL_MIB
+                                        # FILL_MIB of random data
+                                        # written into the guest RAM
+                                        # (qemu PID's mapping of MIB
+                                        # MiB) from 16 MiB up; prints
+                                        # {"filled_kib": n}
+    python3 arrival.py migrate SRC DST NAME DNAME WATCH
+                                        # a live migration of NAME from
+                                        # SRC to DST as DNAME (virsh);
+                                        # with WATCH > 0, its numa_maps
+                                        # at DST sampled from the end of
+                                        # the copy until one node holds
+                                        # 90 % (2 s more) or WATCH s
 
 Prints one JSON document on stdout.
 """
 
 import ctypes
 import json
+import os
+import subprocess
 import sys
+import time
+
+import probe  # tests/vm/probe.py, beside this script
 
 SYS_MOVE_PAGES = 279  # x86_64
 MPOL_MF_MOVE = 2
@@ -82,9 +100,62 @@ def move(uuid, home, away_kib):
         host.close()
 
 
+def fill(pid, mib, fill_mib):
+    """Random data (not zero pages, which a migration sends as a flag
+    and the destination never touches) over the guest RAM from 16 MiB
+    up, clear of SeaBIOS (its low megabyte and the top of RAM)."""
+    size = mib << 20
+    ram = [s for s, e in _anon_ranges(pid) if e - s == size]
+    if len(ram) != 1:
+        raise SystemExit('no single %d MiB mapping in qemu %d' % (mib, pid))
+    block = os.urandom(1 << 20)
+    end = min(16 + fill_mib, mib - 16) << 20
+    with open('/proc/%d/mem' % pid, 'r+b', buffering=0) as mem:
+        for off in range(16 << 20, end, len(block)):
+            mem.seek(ram[0] + off)
+            mem.write(block)
+    return {'filled_kib': max(0, end - (16 << 20)) >> 10}
+
+
+def _share(kib):
+    total = sum(kib.values())
+    return max(kib.values()) / total if total else 0.0
+
+
+def migrate(src, dst, name, dname, watch):
+    start = time.monotonic()
+    done = subprocess.run(['virsh', '-q', '-c', src, 'migrate', '--live',
+                           '--dname', dname, name, dst, 'tcp://127.0.0.1'],
+                          capture_output=True, text=True, timeout=600,
+                          check=False)
+    if done.returncode:
+        raise SystemExit('virsh migrate: %s' % done.stderr.strip())
+    copied = time.monotonic()
+    out = {'copy_seconds': round(copied - start, 2)}
+    if watch <= 0:
+        return out
+    with open(os.path.join(probe.RUN, dname + '.pid')) as f:
+        pid = int(f.read())
+    samples, home_at = [], None
+    while True:
+        now = time.monotonic() - copied
+        samples.append((round(now, 2), probe._numa_maps(pid)))
+        if home_at is None and _share(samples[-1][1]) >= 0.9:
+            home_at = now
+        if now > watch or (home_at is not None and now > home_at + 2):
+            break
+        time.sleep(0.2)
+    out.update(pid=pid, samples=samples, home_seconds=home_at)
+    return out
+
+
 def main(argv):
     if argv[1] == 'split':
         out = split(int(argv[2]), int(argv[3]))
+    elif argv[1] == 'fill':
+        out = fill(int(argv[2]), int(argv[3]), int(argv[4]))
+    elif argv[1] == 'migrate':
+        out = migrate(argv[2], argv[3], argv[4], argv[5], float(argv[6]))
     else:
         out = move(argv[2], int(argv[3]), int(argv[4]))
     print(json.dumps(out))

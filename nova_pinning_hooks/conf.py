@@ -197,7 +197,7 @@ pinning_opts = [
                      'policy through libvirt (strict nodeset). Off: only '
                      'vCPUs are pinned; the kernel then tends to allocate '
                      'new memory near them.'),
-    cfg.BoolOpt('memory_home', default=False,
+    cfg.BoolOpt('memory_home', default=True,
                 help='Bring an arrived guest\'s memory to its home node. '
                      'A guest migrated in or restored (managed save, '
                      'suspend) has its memory where qemu\'s incoming '
@@ -207,17 +207,13 @@ pinning_opts = [
                      'pages there after the copy: one guest at a time, '
                      'only while the home node\'s free memory holds '
                      'them and 256 MiB more, within 30 s plus 20 s a '
-                     'GiB, through a strict live memory nodeset that is '
-                     'widened to every node again afterwards; tried '
-                     'again 300 s later when it could not. Off: its '
-                     'vCPUs are bound on its home node all the same and '
-                     'its memory stays where it is (the kernel\'s '
-                     'automatic NUMA balancing may gather the pages the '
-                     'guest touches). Off by default: in one VM run '
-                     '(libvirt 9.0, cgroup v2) a guest\'s cgroups kept '
-                     'the home node alone in cpuset.mems after libvirt '
-                     'reported the nodeset widened, which a full home '
-                     'node would turn into an OOM kill.'),
+                     'GiB, at most 8 GiB, through a live memory nodeset '
+                     'in restrictive mode that is widened to every node '
+                     'again afterwards; tried again 300 s later when it '
+                     'could not. Off: its vCPUs are bound on its home '
+                     'node all the same and its memory stays where it '
+                     'is (the kernel\'s automatic NUMA balancing may '
+                     'gather the pages the guest touches).'),
     cfg.StrOpt('emulator_threads', default='shared',
                choices=emuthreads.Setting.choices({
                    'guest': 'with the guest\'s own vCPUs',

@@ -53,7 +53,7 @@ Invariants:
 * ``basis`` is what the last pass that planned saw, summed up for nova's
   scheduler, and with ``summary_file`` written there
   (``observe.passsummary``: no libvirt call, any thread);
-* with ``[nova_pinning] memory_home`` (off by default) each pass's
+* with ``[nova_pinning] memory_home`` (on by default) each pass's
   result goes to the memory-home thread (``passes.memhome``: its own
   thread and libvirt connection, one arrived guest's memory moved home
   at a time; ``after_pass`` never blocks), its moves and their libvirt

@@ -56,6 +56,7 @@ def applied(guests, p, only=None):
         changes = dict(vcpu_pins=pins, emulator_pin=gp.emulator_pin,
                        iothread_pins=io)
         if gp.numa_nodeset is not None:
-            changes.update(numa_mode='strict', numa_nodeset=gp.numa_nodeset)
+            changes.update(numa_mode='restrictive',
+                           numa_nodeset=gp.numa_nodeset)
         result.append(g._replace(**changes))
     return result

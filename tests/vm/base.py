@@ -36,8 +36,6 @@ allocation_ratio = 4.0
 emulator_threads = guest
 # Long: a guest the agent pins came to it through libvirt's events.
 resync_interval = 3600
-# Off by default; test_arrivals moves arrived guests' memory.
-memory_home = true
 
 [nova_pinning_isolation]
 sweep_interval = 2

@@ -94,6 +94,21 @@ class ArrivalCase(base.VMTestCase):
             before = self.memory(name)
         return splits, before
 
+    def assertWidened(self, name):
+        """Every cgroup of the guest may take memory from every node
+        again after its move (a home node that fills cannot starve it):
+        each ``cpuset.mems`` libvirt wrote is all nodes, the others
+        unset. Issue 61: libvirt refused the widening of a nodeset
+        written strict, and every group kept the home node alone."""
+        view = self.kernel(name)[name]
+        mems = [view['domain_mems']] + [
+            c['mems'] for c in view['cpusets'].values()]
+        every = '%d-%d' % (min(machine.NODES), max(machine.NODES))
+        self.assertTrue(mems and set(mems) <= {'', every} and
+                        every in mems, (every, view['cpusets'],
+                                        view['domain_mems']))
+        return mems
+
     def record(self, figures):
         out = os.environ.get('NPH_ARRIVAL_FIGURES')
         if out:
@@ -207,6 +222,18 @@ class MigrationCase(ArrivalCase):
 
 
 class TestMigration(MigrationCase):
+    """By hand only (``NPH_ARRIVAL_MIGRATION=1``): on the Debian 13 VM
+    (2026-12-02) it failed 3 runs of 4 in the test's own forced split:
+    ``move_pages`` reported about 8,600 pages moved to the other node a
+    time, yet ``numa_maps`` kept 99 % on the first (not explained), so
+    no move was due. Not in CI until the split holds."""
+
+    def setUp(self):
+        if os.environ.get('NPH_ARRIVAL_MIGRATION') != '1':
+            testtools.TestCase.setUp(self)
+            self.skipTest('by hand: NPH_ARRIVAL_MIGRATION=1 (its split '
+                          'does not hold on the Debian 13 VM)')
+        super().setUp()
 
     def test_a_migrated_guest_is_homed_and_its_memory_brought_home(self):
         name, dname = base.PREFIX + 'migrant', base.PREFIX + 'migrated'
@@ -235,22 +262,18 @@ class TestMigration(MigrationCase):
                 self.sh(VIRSH + [cmd, dname], timeout=180)
             forced = {'splits': splits, 'split_kib': split,
                       'after_copy': after_copy}
+            self.addDetail('forced', text_content(json.dumps(
+                {'splits': splits, 'split_kib': split}, indent=1)))
             homed, seconds = self.wait_homed(dname, ARRIVAL_BOUND)
             self.assertTrue(homed, ('not home within %d s of its split'
                                     % ARRIVAL_BOUND, self.last, forced))
             moves = self.moves(dname)
         self.assertEqual(['moved'], [result for result, _ in moves], moves)
-        # Recorded, not asserted: the strict nodeset of the move is
-        # widened again through libvirt (which says so), yet in the run
-        # of 2026-12-02 16:57 every group of the guest kept
-        # cpuset.mems = the home node (libvirt 9.0, cgroup v2; not
-        # explained yet: performance.rst, "Bringing arrived memory home").
-        view = self.kernel(dname)[dname]
+        mems = self.assertWidened(dname)
         self.record({'migration': arrived, 'filled': filled,
                      'forced': forced, 'homed': homed,
                      'homed_seconds': seconds, 'moves': moves,
-                     'mems': [view['domain_mems']] + [
-                         c['mems'] for c in view['cpusets'].values()]})
+                     'mems': mems})
 
 
 class TestMigrationFigures(MigrationCase):
@@ -356,6 +379,7 @@ class TestRestore(ArrivalCase):
         after = self.memory(name)
         self.assertGreaterEqual(after.get(home, 0),
                                 0.9 * sum(after.values()), after)
+        self.assertWidened(name)
         self.np('rebind')
         again = self.planned()[name]
         self.assertEqual(('dedicated', home, 'memory'),

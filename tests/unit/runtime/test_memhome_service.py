@@ -1,5 +1,5 @@
-"""The memory-home thread in the binding service (issue 61): off by
-default, on by ``[nova_pinning] memory_home``; its moves counted in the
+"""The memory-home thread in the binding service (issue 61): started
+by ``[nova_pinning] memory_home``, on by default; its moves counted in the
 metrics (``nova_pinning_memory_home_moves_total``) with their libvirt
 calls among the passes'."""
 
@@ -30,11 +30,11 @@ class TestMemoryHomeInTheService(testtools.TestCase):
         self.addCleanup(svc.reconciler.close)
         return svc
 
-    def test_off_by_default_on_by_option(self):
-        self.assertFalse(self.conf.nova_pinning.memory_home)
-        self.assertIsNone(self.service().memory_home)
-        self.conf.set_override('memory_home', True, group='nova_pinning')
+    def test_on_by_default_off_by_option(self):
+        self.assertTrue(self.conf.nova_pinning.memory_home)
         self.assertIsNotNone(self.service().memory_home)
+        self.conf.set_override('memory_home', False, group='nova_pinning')
+        self.assertIsNone(self.service().memory_home)
 
     def test_moves_and_their_calls_are_counted(self):
         stats = passstats.PassStats()

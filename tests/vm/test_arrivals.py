@@ -19,7 +19,10 @@ on libvirt's events, must bind the arrived guest one-to-one on one node
 with 90 % of its memory there within 60 s of the copy's end. Where the
 copy itself left 90 % on one node (no move needed), the test splits
 the memory as for the restore and has the agent pass again (a suspend
-and resume: libvirt's events), so that every run shows a move.
+and resume: libvirt's events), so that every run shows a move. By hand
+only (``NPH_ARRIVAL_MIGRATION=1``): on the Debian 13 VM that split did
+not hold (``TestMigration``). Both tests check that every cgroup of the
+moved guest may take memory from every node again (``assertWidened``).
 
 With ``NPH_ARRIVAL_FIGURES`` naming a file, each run appends its
 figures there as one JSON line. With ``NPH_ARRIVAL_MIGRATIONS=N`` too,
